@@ -1,0 +1,81 @@
+"""CPU back end: a NumPy-owned slot pool driven by the C extension `kernels._go_cpu`.
+
+Every method takes validated int64 slot (and move) arrays and returns NumPy arrays; argument
+checking and error messages belong to `GoBatch`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _go_cpu
+
+
+class CpuBackend:
+    name = "cpu"
+    xp = np
+
+    def __init__(self, board_size: int, history: int, superko: bool, max_moves: int,
+                 num_slots: int):
+        self.board_size = board_size
+        self.rules = _go_cpu.Rules(board_size, history, superko, max_moves)
+        self.layout = self.rules.layout()
+        # pool[s] is slot s: a GoHeader then the arrays described in go_rules.h.
+        self.pool = np.zeros((num_slots, self.layout["slot_bytes"]), dtype=np.uint8)
+
+    def to_numpy(self, array):
+        return array
+
+    def asarray(self, array, dtype):
+        return np.ascontiguousarray(array, dtype=dtype)
+
+    def reset(self, slots):
+        self.rules.reset(self.pool, slots)
+
+    def seed(self, slots, seed: int):
+        self.rules.seed(self.pool, slots, seed)
+
+    def check(self, slots, moves):
+        return self.rules.check(self.pool, slots, moves)
+
+    def play(self, slots, moves):
+        return self.rules.play(self.pool, slots, moves)
+
+    def copy_play(self, src, dst, moves):
+        return self.rules.copy_play(self.pool, src, dst, moves)
+
+    def copy(self, src, dst):
+        self.rules.copy(self.pool, src, dst)
+
+    def legal(self, slots):
+        out = np.empty((len(slots), self.board_size ** 2 + 1), dtype=np.bool_)
+        self.rules.legal(self.pool, slots, out)
+        return out
+
+    def board(self, slots):
+        out = np.empty((len(slots), self.board_size, self.board_size), dtype=np.int8)
+        self.rules.board(self.pool, slots, out)
+        return out
+
+    def area(self, slots):
+        out = np.empty(len(slots), dtype=np.int64)
+        self.rules.area(self.pool, slots, out)
+        return out
+
+    def random(self, slots, include_pass: bool):
+        out = np.empty(len(slots), dtype=np.int64)
+        self.rules.random(self.pool, slots, out, include_pass)
+        return out
+
+    def random_from_mask(self, slots, legal, include_pass: bool):
+        out = np.empty(len(slots), dtype=np.int64)
+        self.rules.random_from_mask(self.pool, slots, legal, out, include_pass)
+        return out
+
+    def features(self, slots, history: int):
+        channels = 2 * (history + 1) + 2
+        out = np.empty((len(slots), self.board_size, self.board_size, channels), dtype=np.float32)
+        self.rules.features(self.pool, slots, history, out)
+        return out
+
+    def set_board(self, slots, stones, to_play):
+        return self.rules.set_board(self.pool, slots, stones, to_play)

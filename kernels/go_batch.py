@@ -1,0 +1,300 @@
+"""`GoBatch`: a batch of Go boards played in lockstep by the CPU or CUDA back end.
+
+Storage is a pool of `num_slots` positions ("slots"). Slots 0..batch_size-1 are the batch
+that every method addresses by default; further slots let a search keep one position per tree
+node and expand many nodes in one call (`copy_play`). Every method takes an optional `slots`:
+None (the batch), a bool mask over the batch, or an array of slot indices.
+
+The contract and the rules are in kernels/README.md; the data layout in go_rules.h.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import coords
+from ._go_cpu import (ILLEGAL_GAME_OVER, ILLEGAL_KO, ILLEGAL_OCCUPIED, ILLEGAL_OUT_OF_RANGE,
+                      ILLEGAL_SUICIDE, ILLEGAL_SUPERKO)
+
+BACKENDS = ("cpu", "cuda", "auto")
+
+ILLEGAL_REASONS = {
+    ILLEGAL_GAME_OVER: "the game is over",
+    ILLEGAL_OCCUPIED: "the point is occupied",
+    ILLEGAL_KO: "it retakes a ko",
+    ILLEGAL_SUICIDE: "it is suicide",
+    ILLEGAL_SUPERKO: "it repeats an earlier position (superko)",
+}
+SET_BOARD_ERRORS = {
+    1: "a group has no liberty",
+    2: "stones must be -1, 0 or +1",
+    3: "to_play must be +1 (black) or -1 (white)",
+}
+
+
+@dataclass(frozen=True)
+class GoState:
+    """A snapshot of whole positions (slot bytes), as returned by `GoBatch.save`."""
+    slots: np.ndarray
+    data: object  # (k, slot_bytes) uint8, NumPy or CuPy like the back end's pool
+    layout_key: tuple
+
+
+def _cuda_available() -> tuple[bool, str]:
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (./build.sh --cuda installs it)"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CuPy raises its own CUDARuntimeError without a driver
+        return False, f"no usable CUDA device ({error})"
+    if count == 0:
+        return False, "no CUDA device found"
+    return True, ""
+
+
+def _check_positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    return int(value)
+
+
+class GoBatch:
+    def __init__(self, batch_size: int, board_size: int, komi: float = 7.5, backend: str = "cpu",
+                 *, superko: bool = False, max_moves: int | None = None, history_length: int = 7,
+                 num_slots: int | None = None, seed: int = 0):
+        self.batch_size = _check_positive_int("batch_size", batch_size)
+        self.board_size = coords.check_board_size(board_size)
+        self.komi = float(komi)
+        self.superko = bool(superko)
+        self.max_moves = (2 * board_size * board_size if max_moves is None
+                          else _check_positive_int("max_moves", max_moves))
+        self.history_length = _check_positive_int("history_length", history_length, minimum=0)
+        self.num_slots = (self.batch_size if num_slots is None
+                          else _check_positive_int("num_slots", num_slots, minimum=self.batch_size))
+        self.num_actions = board_size * board_size + 1
+        self.pass_move = board_size * board_size
+        self.backend_name = self._resolve_backend(backend)
+        args = (board_size, self.history_length, self.superko, self.max_moves, self.num_slots)
+        if self.backend_name == "cuda":
+            from .cuda_backend import CudaBackend
+            self._backend = CudaBackend(*args)
+        else:
+            from .cpu_backend import CpuBackend
+            self._backend = CpuBackend(*args)
+        self.xp = self._backend.xp
+        self._batch_slots = self.xp.arange(self.batch_size, dtype=np.int64)
+        all_slots = self.xp.arange(self.num_slots, dtype=np.int64)
+        self._backend.seed(all_slots, int(seed) & (2 ** 64 - 1))
+        self._backend.reset(all_slots)
+
+    @staticmethod
+    def _resolve_backend(backend: str) -> str:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "cpu":
+            return "cpu"
+        available, why = _cuda_available()
+        if backend == "cuda" and not available:
+            raise RuntimeError(f"backend='cuda' requested but the CUDA back end is unavailable: {why}")
+        return "cuda" if available else "cpu"
+
+    def _slots(self, slots):
+        """Validated int64 slot indices for `slots` (None, bool mask over the batch, indices)."""
+        if slots is None:
+            return self._batch_slots
+        xp = self.xp
+        array = xp.asarray(slots)
+        if array.dtype == np.bool_:
+            if array.shape != (self.batch_size,):
+                raise ValueError(
+                    f"a bool slot mask must have shape ({self.batch_size},), got {tuple(array.shape)}")
+            return xp.flatnonzero(array).astype(np.int64)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        if array.ndim != 1 or not (array.size == 0 or np.issubdtype(array.dtype, np.integer)):
+            raise ValueError(f"slots must be a 1-D integer array or bool mask, got dtype "
+                             f"{array.dtype} shape {tuple(array.shape)}")
+        array = xp.ascontiguousarray(array, dtype=np.int64)
+        if array.size and (int(array.min()) < 0 or int(array.max()) >= self.num_slots):
+            raise ValueError(f"slots must be in 0..{self.num_slots - 1}, got "
+                             f"{int(array.min())}..{int(array.max())}")
+        return array
+
+    def _moves(self, moves, count: int):
+        array = self.xp.asarray(moves)
+        if not np.issubdtype(array.dtype, np.integer):
+            raise ValueError(f"moves must be an integer array, got dtype {array.dtype}")
+        if array.shape != (count,):
+            raise ValueError(f"moves must have shape ({count},), got {tuple(array.shape)}")
+        return self.xp.ascontiguousarray(array, dtype=np.int64)
+
+    def _raise_illegal(self, failure, slots, moves):
+        index, status = failure
+        slot = int(self._backend.to_numpy(slots[index]))
+        move = int(self._backend.to_numpy(moves[index]))
+        if status == ILLEGAL_OUT_OF_RANGE:
+            raise ValueError(f"board {slot}: move {move} is out of range 0..{self.pass_move} "
+                             f"({self.pass_move} is pass)")
+        side = "black" if int(self.to_play([slot])[0]) == 1 else "white"
+        raise ValueError(f"board {slot}: {side} {coords.to_gtp(move, self.board_size)} is illegal: "
+                         f"{ILLEGAL_REASONS[status]}")
+
+    def reset(self, slots=None):
+        self._backend.reset(self._slots(slots))
+
+    def legal_moves(self, slots=None):
+        return self._backend.legal(self._slots(slots))
+
+    def play(self, moves, slots=None):
+        explicit = slots is not None
+        slots = self._slots(slots)
+        moves = self._moves(moves, len(slots))
+        if explicit and len(self.xp.unique(slots)) != len(slots):
+            raise ValueError("play: a slot appears twice")
+        failure = self._backend.play(slots, moves)
+        if failure is not None:
+            self._raise_illegal(failure, slots, moves)
+
+    def copy_play(self, src_slots, dst_slots, moves):
+        """Copy position src[i] into slot dst[i] and play moves[i] there, for all i at once.
+        Destinations must be distinct and not among the sources."""
+        src = self._slots(src_slots)
+        dst = self._slots(dst_slots)
+        moves = self._moves(moves, len(src))
+        self._check_disjoint(src, dst)
+        failure = self._backend.copy_play(src, dst, moves)
+        if failure is not None:
+            self._raise_illegal(failure, src, moves)
+
+    def copy(self, src_slots, dst_slots):
+        src = self._slots(src_slots)
+        dst = self._slots(dst_slots)
+        self._check_disjoint(src, dst)
+        self._backend.copy(src, dst)
+
+    def _check_disjoint(self, src, dst):
+        if len(src) != len(dst):
+            raise ValueError(f"{len(src)} source slots but {len(dst)} destination slots")
+        xp = self.xp
+        unique_dst = xp.unique(dst)
+        if len(unique_dst) != len(dst):
+            raise ValueError("destination slots must be distinct")
+        if len(dst) and bool(xp.isin(unique_dst, src).any()):
+            raise ValueError("a destination slot is also a source slot")
+
+    def board(self, slots=None):
+        return self._backend.board(self._slots(slots))
+
+    def _header(self, slots, field: str, dtype, width: int = 1):
+        offset = self._backend.layout[field]
+        size = np.dtype(dtype).itemsize * width
+        raw = self._backend.pool[self._slots(slots), offset:offset + size]
+        values = self.xp.ascontiguousarray(raw).view(dtype)
+        return values[:, 0] if width == 1 else values
+
+    def to_play(self, slots=None):
+        # The header stores 1 for black and 2 for white; the API speaks +1 / -1.
+        return (3 - 2 * self._header(slots, "to_play", np.int8)).astype(np.int8)
+
+    def captures(self, slots=None):
+        return self._header(slots, "captures", np.int32, width=2).astype(np.int64)
+
+    def is_over(self, slots=None):
+        return self._header(slots, "over", np.int8) != 0
+
+    def move_count(self, slots=None):
+        return self._header(slots, "move_count", np.int32).astype(np.int64)
+
+    def passes(self, slots=None):
+        """Consecutive passes just played (0, 1 or 2)."""
+        return self._header(slots, "passes", np.int8).astype(np.int64)
+
+    def position_hash(self, slots=None):
+        """Zobrist hash of the stones (equal positions, equal hashes)."""
+        return self._header(slots, "hash", np.uint64)
+
+    def score(self, slots=None):
+        return self._backend.area(self._slots(slots)).astype(np.float64) - self.komi
+
+    def features(self, history: int | None = None, slots=None):
+        history = self.history_length if history is None else history
+        if isinstance(history, bool) or not isinstance(history, (int, np.integer)) \
+                or not 0 <= history <= self.history_length:
+            raise ValueError(f"history must be an int in 0..{self.history_length} "
+                             f"(history_length), got {history!r}")
+        return self._backend.features(self._slots(slots), int(history))
+
+    def num_feature_planes(self, history: int | None = None) -> int:
+        history = self.history_length if history is None else history
+        return 2 * (history + 1) + 2
+
+    def random_moves(self, slots=None, include_pass: bool = False, legal=None):
+        """A uniformly random legal move per board, drawn inside the back end: among the legal
+        points, and pass too when include_pass (pass when nothing else is legal). `legal`, the
+        mask legal_moves() just returned for the same slots, saves computing it again."""
+        slots = self._slots(slots)
+        if legal is None:
+            return self._backend.random(slots, bool(include_pass))
+        legal = self.xp.asarray(legal)
+        if legal.dtype != np.bool_ or legal.shape != (len(slots), self.num_actions):
+            raise ValueError(f"legal must be a bool array of shape ({len(slots)}, {self.num_actions}), "
+                             f"got {legal.dtype} {tuple(legal.shape)}")
+        return self._backend.random_from_mask(slots, self.xp.ascontiguousarray(legal), bool(include_pass))
+
+    def set_board(self, stones, to_play, slots=None):
+        """Load positions as fresh games: stones (k, N, N) of +1/-1/0, to_play (k,) of +1/-1."""
+        slots = self._slots(slots)
+        n = self.board_size
+        stones = self.xp.asarray(stones)
+        if stones.shape == (n, n) and len(slots) == 1:
+            stones = stones.reshape(1, n, n)
+        if stones.shape != (len(slots), n, n):
+            raise ValueError(f"stones must have shape ({len(slots)}, {n}, {n}), got {tuple(stones.shape)}")
+        if not np.issubdtype(stones.dtype, np.integer):
+            raise ValueError(f"stones must be integers -1/0/+1, got dtype {stones.dtype}")
+        if bool(((stones < -1) | (stones > 1)).any()):
+            raise ValueError("stones must be -1, 0 or +1")
+        side = self.xp.asarray(to_play)
+        if side.ndim == 0:
+            side = self.xp.full(len(slots), int(side))
+        if side.shape != (len(slots),):
+            raise ValueError(f"to_play must have shape ({len(slots)},), got {tuple(side.shape)}")
+        failure = self._backend.set_board(
+            slots, self.xp.ascontiguousarray(stones, dtype=np.int8),
+            self.xp.ascontiguousarray(side, dtype=np.int8))
+        if failure is not None:
+            index, reason = failure
+            raise ValueError(f"set_board: board {int(self._backend.to_numpy(slots[index]))}: "
+                             f"{SET_BOARD_ERRORS[reason]}")
+
+    def _layout_key(self):
+        return (self.board_size, self.history_length, self.superko, self.max_moves)
+
+    def save(self, slots=None) -> GoState:
+        slots = self._slots(slots)
+        return GoState(slots=self._backend.to_numpy(slots).copy(),
+                       data=self._backend.pool[slots].copy(), layout_key=self._layout_key())
+
+    def restore(self, state: GoState, slots=None):
+        """Put saved positions back, into their own slots or into `slots`."""
+        if not isinstance(state, GoState) or state.layout_key != self._layout_key():
+            raise ValueError("restore: the state was saved by a GoBatch with another board size, "
+                             "history length, superko or max_moves")
+        slots = self._slots(state.slots if slots is None else slots)
+        if len(slots) != len(state.data):
+            raise ValueError(f"restore: {len(state.data)} saved positions for {len(slots)} slots")
+        self._backend.pool[slots] = self.xp.asarray(state.data)
+
+    def to_numpy(self, array):
+        """NumPy view/copy of an array returned by this batch (a no-op on the CPU back end)."""
+        return self._backend.to_numpy(array)
+
+    def __repr__(self):
+        return (f"GoBatch(batch_size={self.batch_size}, board_size={self.board_size}, "
+                f"komi={self.komi}, backend={self.backend_name!r}, superko={self.superko}, "
+                f"max_moves={self.max_moves}, num_slots={self.num_slots})")
