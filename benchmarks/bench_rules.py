@@ -1,0 +1,96 @@
+"""Rules engine throughput: random legal games, legal mask after every move.
+
+Each ply, for every board of the batch: draw a uniformly random legal move (pass included)
+from the legal mask computed after the previous move, play it, compute the new legal mask;
+finished games restart at once. Moves per second over all boards, median of several repeats.
+In the same run the pure-Python reference of tests/ plays the same workload (fewer moves)
+for a ratio. The last line is the 9x9 batch-1024 summary.
+
+    .venv/bin/python benchmarks/bench_rules.py [--seconds S] [--repeats R] [--backend cpu]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from kernels import GoBatch  # noqa: E402
+from reference_rules import ReferenceGo  # noqa: E402
+
+
+def engine_moves_per_second(board_size: int, batch: int, seconds: float, backend: str) -> float:
+    games = GoBatch(batch, board_size, backend=backend, seed=board_size * batch)
+    legal = games.legal_moves()
+    # Warm up past the empty-board opening so the timed plies see mid-game positions too.
+    for _ in range(board_size * board_size // 2):
+        games.play(games.random_moves(include_pass=True, legal=legal))
+        legal = games.legal_moves()
+        over = games.is_over()
+        if over.any():
+            games.reset(over)
+            legal = games.legal_moves()
+    plies = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        games.play(games.random_moves(include_pass=True, legal=legal))
+        legal = games.legal_moves()
+        over = games.is_over()
+        if over.any():
+            games.reset(over)
+            legal[games.to_numpy(over)] = games.legal_moves(over)
+        plies += 1
+    if backend == "cuda":
+        import cupy
+        cupy.cuda.Device().synchronize()
+    return plies * batch / (time.perf_counter() - start)
+
+
+def reference_moves_per_second(board_size: int, seconds: float, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    game = ReferenceGo(board_size)
+    legal = game.legal_moves()
+    moves = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        game.play(int(rng.choice(np.flatnonzero(legal))))
+        legal = game.legal_moves()
+        moves += 1
+        if game.is_over:
+            game = ReferenceGo(board_size)
+            legal = game.legal_moves()
+    return moves / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per repeat")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    args = parser.parse_args()
+
+    results = {}
+    for board_size in (9, 19):
+        reference = statistics.median(
+            reference_moves_per_second(board_size, args.seconds / 2, seed) for seed in range(3))
+        for batch in (128, 1024):
+            rates = [engine_moves_per_second(board_size, batch, args.seconds, args.backend)
+                     for _ in range(args.repeats)]
+            rate = statistics.median(rates)
+            results[board_size, batch] = (rate, rate / reference)
+            print(f"{board_size}x{board_size} batch {batch:4d}: {rate:12,.0f} moves/s "
+                  f"(repeats {', '.join(f'{r:,.0f}' for r in rates)}); "
+                  f"reference {reference:,.0f} moves/s; ratio {rate / reference:,.0f}x", flush=True)
+    rate, ratio = results[9, 1024]
+    print(f"rules 9x9 b1024 moves_per_s={rate:.0f} vs_reference={ratio:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

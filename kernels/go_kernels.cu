@@ -1,0 +1,110 @@
+/*
+ * go_kernels.cu: the GPU back end. Thin kernels, one thread per board, over the same
+ * go_rules.h the CPU back end runs, so the CPU tests check every rule the GPU plays.
+ *
+ * Compiled at run time by CuPy (cuda_backend.py), once per layout, with the layout as
+ * compile-time constants: GO_N (board size), GO_HISTORY, GO_SUPERKO, GO_MAX_MOVES.
+ * Argument conventions match go_cpu.c: `pool` is num_slots * slot_bytes bytes, slot and move
+ * arrays are int64, `count` is the number of boards addressed.
+ */
+#include "go_rules.h"
+
+#if !defined(GO_N) || !defined(GO_HISTORY) || !defined(GO_SUPERKO) || !defined(GO_MAX_MOVES)
+#error "compile with -DGO_N=... -DGO_HISTORY=... -DGO_SUPERKO=... -DGO_MAX_MOVES=..."
+#endif
+
+#define BOARD_INDEX(i)                                    \
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; \
+    if (i >= count) return;                               \
+    const GoLayout layout = go_layout(GO_N, GO_HISTORY, GO_SUPERKO, GO_MAX_MOVES)
+
+#define SLOT(index) (pool + (index) * (long long)layout.slot_bytes)
+
+extern "C" __global__ void go_reset_kernel(uint8_t *pool, const int64_t *slots, int count)
+{
+    BOARD_INDEX(i);
+    go_reset(&layout, SLOT(slots[i]));
+}
+
+extern "C" __global__ void go_seed_kernel(uint8_t *pool, const int64_t *slots, uint64_t seed, int count)
+{
+    BOARD_INDEX(i);
+    go_seed(SLOT(slots[i]), seed ^ go_mix64((uint64_t)slots[i]));
+}
+
+/* status[i] = why moves[i] is illegal at slot[i], or GO_LEGAL. */
+extern "C" __global__ void go_status_kernel(uint8_t *pool, const int64_t *slots, const int64_t *moves,
+                                            int32_t *status, int count)
+{
+    BOARD_INDEX(i);
+    status[i] = go_move_status(&layout, SLOT(slots[i]), moves[i]);
+}
+
+extern "C" __global__ void go_play_kernel(uint8_t *pool, const int64_t *slots, const int64_t *moves, int count)
+{
+    BOARD_INDEX(i);
+    go_play(&layout, SLOT(slots[i]), moves[i]);
+}
+
+extern "C" __global__ void go_copy_play_kernel(uint8_t *pool, const int64_t *src, const int64_t *dst,
+                                               const int64_t *moves, int count)
+{
+    BOARD_INDEX(i);
+    go_copy_slot(&layout, SLOT(dst[i]), SLOT(src[i]));
+    go_play(&layout, SLOT(dst[i]), moves[i]);
+}
+
+extern "C" __global__ void go_copy_kernel(uint8_t *pool, const int64_t *src, const int64_t *dst, int count)
+{
+    BOARD_INDEX(i);
+    go_copy_slot(&layout, SLOT(dst[i]), SLOT(src[i]));
+}
+
+extern "C" __global__ void go_legal_kernel(uint8_t *pool, const int64_t *slots, uint8_t *out, int count)
+{
+    BOARD_INDEX(i);
+    go_legal_mask(&layout, SLOT(slots[i]), out + i * (GO_N * GO_N + 1));
+}
+
+extern "C" __global__ void go_board_kernel(uint8_t *pool, const int64_t *slots, int8_t *out, int count)
+{
+    BOARD_INDEX(i);
+    go_board(&layout, SLOT(slots[i]), out + i * GO_N * GO_N);
+}
+
+extern "C" __global__ void go_area_kernel(uint8_t *pool, const int64_t *slots, int64_t *out, int count)
+{
+    BOARD_INDEX(i);
+    out[i] = go_area_score(&layout, SLOT(slots[i]));
+}
+
+extern "C" __global__ void go_random_kernel(uint8_t *pool, const int64_t *slots, int64_t *out,
+                                            int include_pass, int count)
+{
+    BOARD_INDEX(i);
+    out[i] = go_random_move(&layout, SLOT(slots[i]), include_pass);
+}
+
+extern "C" __global__ void go_random_from_mask_kernel(uint8_t *pool, const int64_t *slots, const uint8_t *legal,
+                                                      int64_t *out, int include_pass, int count)
+{
+    BOARD_INDEX(i);
+    out[i] = go_random_from_mask(&layout, SLOT(slots[i]), legal + i * (GO_N * GO_N + 1), include_pass);
+}
+
+extern "C" __global__ void go_features_kernel(uint8_t *pool, const int64_t *slots, int history, float *out,
+                                              int count)
+{
+    BOARD_INDEX(i);
+    go_features(&layout, SLOT(slots[i]), history, out + i * GO_N * GO_N * (2 * (history + 1) + 2));
+}
+
+/* status[i]: 0 loaded, 1 a group without liberties, 2 a bad stone value (see go_set_board). */
+extern "C" __global__ void go_set_board_kernel(uint8_t *pool, const int64_t *slots, const int8_t *stones,
+                                               const int8_t *to_play, int32_t *status, int count)
+{
+    BOARD_INDEX(i);
+    status[i] = go_set_board(&layout, SLOT(slots[i]), stones + i * GO_N * GO_N,
+                             to_play[i] == 1 ? GO_BLACK : GO_WHITE);
+    if (status[i] != 0) go_reset(&layout, SLOT(slots[i]));
+}
