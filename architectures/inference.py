@@ -1,0 +1,107 @@
+"""Batched inference through one compiled function of fixed batch shape.
+
+`CompiledNet(model, batch_size)` traces the model's inference pass (training=False) once, at
+construction, for the input signature float32 (batch_size, N, N, C). Calls with fewer rows
+are padded into a preallocated buffer and calls with more rows run in chunks, so the graph
+never retraces whatever the caller's batch. The function reads the model's variables, so it
+sees every weight update (training, `Trainer.load_state_dict`) with no rebuild. By default it
+runs `resnet.inference_forward` (batch norm folded into the convolutions, 4-28% faster);
+`fold_batch_norm=False` calls the Keras model instead and accepts any model with the same
+two outputs.
+
+    net = CompiledNet(model, batch_size=128)
+    policy, value = net(planes)       # planes: float32 NumPy (k, N, N, C), any k >= 0
+    # policy  float32 (k, N*N+1): softmax over ALL moves (no legal mask), pass last
+    # value   float32 (k,):       tanh output in [-1, 1], for the side to move
+    priors = mask_policy(policy, legal)   # legal: bool (k, N*N+1) -> renormalised over legal
+
+Never call the Keras model itself in a hot path: an eager Keras call costs 14-46 ms here,
+a compiled call 0.3-1 ms plus the arithmetic (this wrapper adds under 0.1 ms).
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from architectures.resnet import inference_forward, is_built_by_build_model
+
+
+class CompiledNet:
+    """A Keras policy-value model behind one `tf.function` of fixed input shape."""
+
+    def __init__(self, model, batch_size: int, fold_batch_norm: bool = True):
+        if int(batch_size) != batch_size or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        shape = tuple(model.input_shape[1:])
+        if len(shape) != 3 or shape[0] != shape[1] or None in shape:
+            raise ValueError(f"model input must be (N, N, C) planes, got {shape}")
+        if fold_batch_norm and not is_built_by_build_model(model):
+            raise ValueError("fold_batch_norm needs a model from architectures.resnet."
+                             "build_model; pass fold_batch_norm=False for other models")
+        self.model = model
+        self.fold_batch_norm = bool(fold_batch_norm)
+        self.batch_size = int(batch_size)
+        self.board_size, _, self.input_planes = shape
+        self.num_actions = self.board_size * self.board_size + 1
+        self._buffer = np.zeros((self.batch_size, *shape), dtype=np.float32)
+
+        @tf.function(input_signature=[tf.TensorSpec((self.batch_size, *shape), tf.float32)])
+        def evaluate(planes):
+            if fold_batch_norm:
+                logits, value = inference_forward(model, planes)
+            else:
+                logits, value = model(planes, training=False)
+            return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
+
+        self._evaluate = evaluate
+        evaluate.get_concrete_function()        # trace now, not on the first search step
+
+    @property
+    def tracing_count(self) -> int:
+        """How many times the function was traced; stays 1 for the object's life."""
+        return self._evaluate.experimental_get_tracing_count()
+
+    def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(policy (k, N*N+1), value (k,)), float32 NumPy, for planes (k, N, N, C)."""
+        planes = np.asarray(planes)
+        expected = (self.board_size, self.board_size, self.input_planes)
+        if planes.ndim != 4 or planes.shape[1:] != expected:
+            raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
+                             f"got shape {planes.shape}")
+        rows = planes.shape[0]
+        policy = np.empty((rows, self.num_actions), dtype=np.float32)
+        value = np.empty(rows, dtype=np.float32)
+        for start in range(0, rows, self.batch_size):
+            stop = min(start + self.batch_size, rows)
+            count = stop - start
+            if count == self.batch_size:
+                chunk = np.ascontiguousarray(planes[start:stop], dtype=np.float32)
+            else:
+                # Unused rows are zeroed so results never depend on an earlier call's data
+                # (they cannot affect used rows: batch norm runs on its moving averages).
+                self._buffer[:count] = planes[start:stop]
+                self._buffer[count:] = 0.0
+                chunk = self._buffer
+            chunk_policy, chunk_value = self._evaluate(chunk)
+            policy[start:stop] = chunk_policy.numpy()[:count]
+            value[start:stop] = chunk_value.numpy()[:count]
+        return policy, value
+
+
+def mask_policy(policy: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """Zero illegal moves and renormalise each row to sum to 1 (float32 (k, A)).
+
+    A row whose legal moves all received zero probability (underflow) becomes uniform over
+    its legal moves. Every row must have a legal move (pass always is one).
+    """
+    policy = np.asarray(policy, dtype=np.float32)
+    legal = np.asarray(legal, dtype=bool)
+    if policy.shape != legal.shape:
+        raise ValueError(f"policy {policy.shape} and legal {legal.shape} differ in shape")
+    if not legal.any(axis=1).all():
+        raise ValueError("every row of legal needs at least one legal move")
+    masked = np.where(legal, policy, np.float32(0.0))
+    total = masked.sum(axis=1, keepdims=True)
+    uniform = legal / legal.sum(axis=1, keepdims=True, dtype=np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, masked / total, uniform).astype(np.float32)

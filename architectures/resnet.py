@@ -1,0 +1,125 @@
+"""The residual policy-value net (AlphaGo Zero shape, sizes from the run's config).
+
+Input: NHWC float32 planes (B, N, N, C) exactly as `GoBatch.features()` builds them.
+Outputs, in this order:
+  policy_logits  float32 (B, N*N+1)  unnormalised; column N*N is pass
+  value          float32 (B, 1)      tanh, the expected result for the side to move
+
+Convolutions carry no bias (the batch norm after each one has the offset). L2 weight decay is
+attached as Keras `kernel_regularizer`s on every convolution and dense kernel (not on biases or
+batch-norm parameters), so the coefficient travels with the model and `model.losses` sums to
+`l2 * sum(kernel ** 2)`; the training step adds that sum to the loss.
+
+`inference_forward(model, planes)` is the same net in inference mode written with each batch
+norm folded into the convolution before it (scaled kernel plus a bias, recomputed from the
+current variables on every call, so it always matches the weights). oneDNN then runs each
+convolution, bias, residual add and ReLU as one fused op (the Keras graph fuses none of its
+convolutions): 4-28% faster at batch 128 on these CPUs, the most for narrow nets, with the
+same outputs to float32 rounding. It relies on
+the layer names `build_model` gives; tests/test_net.py checks it against the model.
+"""
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import layers
+
+
+def build_model(
+    board_size: int,
+    input_planes: int,
+    blocks: int,
+    filters: int,
+    l2: float = 1e-4,
+    value_hidden: int = 64,
+) -> keras.Model:
+    """A functional Keras model: stem, `blocks` residual blocks, policy and value heads."""
+    for name, value, low in (
+        ("board_size", board_size, 2),
+        ("input_planes", input_planes, 1),
+        ("blocks", blocks, 0),
+        ("filters", filters, 1),
+        ("value_hidden", value_hidden, 1),
+    ):
+        if int(value) != value or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if not l2 >= 0.0:
+        raise ValueError(f"l2 must be >= 0, got {l2!r}")
+    regularizer = keras.regularizers.L2(l2) if l2 > 0 else None
+
+    def conv(x, width, kernel_size, name):
+        return layers.Conv2D(
+            width, kernel_size, padding="same", use_bias=False,
+            kernel_regularizer=regularizer, name=name,
+        )(x)
+
+    def batch_norm(x, name):
+        return layers.BatchNormalization(name=name)(x)
+
+    planes = keras.Input((board_size, board_size, input_planes), name="planes")
+    x = conv(planes, filters, 3, "stem_conv")
+    x = layers.ReLU(name="stem_relu")(batch_norm(x, "stem_bn"))
+    for block in range(blocks):
+        prefix = f"block{block}"
+        y = conv(x, filters, 3, f"{prefix}_conv1")
+        y = layers.ReLU(name=f"{prefix}_relu1")(batch_norm(y, f"{prefix}_bn1"))
+        y = conv(y, filters, 3, f"{prefix}_conv2")
+        y = batch_norm(y, f"{prefix}_bn2")
+        x = layers.ReLU(name=f"{prefix}_relu2")(layers.Add(name=f"{prefix}_add")([x, y]))
+
+    p = conv(x, 2, 1, "policy_conv")
+    p = layers.ReLU(name="policy_relu")(batch_norm(p, "policy_bn"))
+    p = layers.Flatten(name="policy_flatten")(p)
+    policy_logits = layers.Dense(
+        board_size * board_size + 1, kernel_regularizer=regularizer, name="policy_logits",
+    )(p)
+
+    v = conv(x, 1, 1, "value_conv")
+    v = layers.ReLU(name="value_relu")(batch_norm(v, "value_bn"))
+    v = layers.Flatten(name="value_flatten")(v)
+    v = layers.Dense(value_hidden, activation="relu", kernel_regularizer=regularizer,
+                     name="value_hidden")(v)
+    value = layers.Dense(1, activation="tanh", kernel_regularizer=regularizer, name="value")(v)
+
+    return keras.Model(planes, [policy_logits, value],
+                       name=f"resnet_{board_size}x{board_size}_{blocks}x{filters}")
+
+
+def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`model(planes, training=False)` for a `build_model` net, batch norms folded.
+
+    Returns (policy_logits (B, N*N+1), value (B, 1)). For use inside a `tf.function`.
+    """
+    layer = {item.name: item for item in model.layers}
+
+    def conv_bn(x, conv_name, bn_name, residual=None):
+        conv, batch_norm = layer[conv_name], layer[bn_name]
+        scale = batch_norm.gamma * tf.math.rsqrt(batch_norm.moving_variance + batch_norm.epsilon)
+        y = tf.nn.conv2d(x, conv.kernel * scale, strides=1, padding="SAME")
+        y = tf.nn.bias_add(y, batch_norm.beta - batch_norm.moving_mean * scale)
+        if residual is not None:
+            y = y + residual
+        return tf.nn.relu(y)
+
+    def dense(x, name):
+        return tf.nn.bias_add(tf.matmul(x, layer[name].kernel), layer[name].bias)
+
+    batch = tf.shape(planes)[0]
+    x = conv_bn(planes, "stem_conv", "stem_bn")
+    block = 0
+    while f"block{block}_conv1" in layer:
+        y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
+        x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
+        block += 1
+    policy = tf.reshape(conv_bn(x, "policy_conv", "policy_bn"), [batch, -1])
+    value = tf.reshape(conv_bn(x, "value_conv", "value_bn"), [batch, -1])
+    value = tf.tanh(dense(tf.nn.relu(dense(value, "value_hidden")), "value"))
+    return dense(policy, "policy_logits"), value
+
+
+def is_built_by_build_model(model: keras.Model) -> bool:
+    """Whether `inference_forward` understands this model (the layer names it reads exist)."""
+    names = {item.name for item in model.layers}
+    required = {"stem_conv", "stem_bn", "policy_conv", "policy_bn", "policy_logits",
+                "value_conv", "value_bn", "value_hidden", "value"}
+    return required <= names

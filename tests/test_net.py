@@ -1,0 +1,262 @@
+"""architectures/: the residual net, compiled inference and the training step."""
+import keras
+import numpy as np
+import pytest
+
+from architectures import CompiledNet, Trainer, build_model, mask_policy
+
+BOARD = 5
+PLANES = 6          # GoBatch.features(history=1): 2 * (1 + 1) + 2
+ACTIONS = BOARD * BOARD + 1
+
+
+def tiny_model(seed=0, blocks=1, filters=8, board_size=BOARD):
+    keras.utils.set_random_seed(seed)
+    return build_model(board_size, PLANES, blocks=blocks, filters=filters)
+
+
+def random_planes(batch, seed=0, board_size=BOARD):
+    """Binary stone planes that never overlap, a side-to-move plane and the ones plane."""
+    rng = np.random.default_rng(seed)
+    planes = np.zeros((batch, board_size, board_size, PLANES), np.float32)
+    for history in range(2):
+        stones = rng.integers(-1, 2, (batch, board_size, board_size))
+        planes[..., 2 * history] = stones == 1
+        planes[..., 2 * history + 1] = stones == -1
+    planes[..., 4] = rng.integers(0, 2, (batch, 1, 1))
+    planes[..., 5] = 1
+    return planes
+
+
+def training_batch(batch, seed=0):
+    rng = np.random.default_rng(seed + 100)
+    planes = random_planes(batch, seed)
+    # Peaked visit distributions, like a search's, so the targets are learnable.
+    policy = rng.dirichlet(np.full(ACTIONS, 0.3), batch).astype(np.float32)
+    value = rng.choice([-1.0, 1.0], batch).astype(np.float32)
+    return planes, policy, value
+
+
+def all_weights(model):
+    return [np.array(w) for w in model.get_weights()]
+
+
+def test_output_shapes_dtypes_and_ranges():
+    model = tiny_model(blocks=2)
+    assert [tuple(o.shape) for o in model.outputs] == [(None, ACTIONS), (None, 1)]
+    net = CompiledNet(model, batch_size=16)
+    policy, value = net(random_planes(11))
+    assert policy.shape == (11, ACTIONS) and value.shape == (11,)
+    assert policy.dtype == np.float32 and value.dtype == np.float32
+    assert (policy >= 0).all()
+    np.testing.assert_allclose(policy.sum(axis=1), 1.0, atol=1e-5)
+    assert (np.abs(value) <= 1).all()
+    # The compiled function agrees with the Keras model in inference mode.
+    logits, reference_value = model(random_planes(11), training=False)
+    reference_policy = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
+    np.testing.assert_allclose(policy, reference_policy, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, keras.ops.convert_to_numpy(reference_value)[:, 0],
+                               rtol=1e-5, atol=1e-6)
+
+
+def randomise_batch_norm(model, seed):
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            width = layer.gamma.shape[0]
+            layer.gamma.assign(rng.uniform(0.5, 1.5, width).astype(np.float32))
+            layer.beta.assign(rng.normal(0, 0.3, width).astype(np.float32))
+            layer.moving_mean.assign(rng.normal(0, 0.5, width).astype(np.float32))
+            layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+def test_folded_batch_norm_matches_the_keras_model(blocks):
+    model = tiny_model(seed=blocks, blocks=blocks, filters=16)
+    randomise_batch_norm(model, seed=blocks)
+    planes = random_planes(12, seed=blocks)
+    folded = CompiledNet(model, batch_size=12)
+    unfolded = CompiledNet(model, batch_size=12, fold_batch_norm=False)
+    assert folded.fold_batch_norm and not unfolded.fold_batch_norm
+    logits, value = model(planes, training=False)
+    expected_policy = keras.ops.convert_to_numpy(keras.ops.softmax(logits, axis=-1))
+    expected_value = keras.ops.convert_to_numpy(value)[:, 0]
+    for net in (folded, unfolded):
+        policy, value = net(planes)
+        np.testing.assert_allclose(policy, expected_policy, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(value, expected_value, rtol=2e-5, atol=1e-6)
+
+
+def test_folding_refuses_a_foreign_model():
+    inputs = keras.Input((BOARD, BOARD, PLANES))
+    flat = keras.layers.Flatten()(inputs)
+    model = keras.Model(inputs, [keras.layers.Dense(ACTIONS)(flat),
+                                 keras.layers.Dense(1, activation="tanh")(flat)])
+    with pytest.raises(ValueError, match="fold_batch_norm"):
+        CompiledNet(model, batch_size=4)
+    policy, value = CompiledNet(model, batch_size=4, fold_batch_norm=False)(random_planes(3))
+    assert policy.shape == (3, ACTIONS) and value.shape == (3,)
+
+
+def test_partial_and_oversized_batches_match_full_batches_without_retracing():
+    net = CompiledNet(tiny_model(), batch_size=8)
+    planes = random_planes(24, seed=3)
+    full = [net(planes[start:start + 8]) for start in (0, 8, 16)]
+    full_policy = np.concatenate([policy for policy, _ in full])
+    full_value = np.concatenate([value for _, value in full])
+    for rows in (1, 3, 7, 8):
+        policy, value = net(planes[:rows])
+        np.testing.assert_allclose(policy, full_policy[:rows], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(value, full_value[:rows], rtol=1e-6, atol=1e-7)
+    for rows in (9, 17, 24):
+        policy, value = net(planes[:rows])
+        np.testing.assert_allclose(policy, full_policy[:rows], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(value, full_value[:rows], rtol=1e-6, atol=1e-7)
+    empty_policy, empty_value = net(planes[:0])
+    assert empty_policy.shape == (0, ACTIONS) and empty_value.shape == (0,)
+    net(planes.astype(np.float64)[:5])
+    assert net.tracing_count == 1
+    with pytest.raises(ValueError):
+        net(np.zeros((4, BOARD + 1, BOARD + 1, PLANES), np.float32))
+
+
+def test_inference_sees_training_updates():
+    model = tiny_model()
+    net = CompiledNet(model, batch_size=8)
+    trainer = Trainer(model, batch_size=8, learning_rates=[(0, 0.1)])
+    planes, policy_targets, value_targets = training_batch(8)
+    before = net(planes)
+    for _ in range(3):
+        trainer.train_step(planes, policy_targets, value_targets)
+    after = net(planes)
+    assert not np.allclose(before[0], after[0])
+    logits, value = model(planes, training=False)
+    np.testing.assert_allclose(after[1], keras.ops.convert_to_numpy(value)[:, 0],
+                               rtol=1e-5, atol=1e-6)
+    assert net.tracing_count == 1 and trainer.tracing_count == 1
+
+
+def test_tiny_net_overfits_fixed_samples():
+    model = tiny_model(seed=1)
+    trainer = Trainer(model, batch_size=8, learning_rates=[(0, 0.05)], momentum=0.9)
+    planes, policy_targets, value_targets = training_batch(8, seed=1)
+    # Cross-entropy cannot fall below the targets' own entropy; compare the excess (KL).
+    target_entropy = -np.mean(np.sum(policy_targets * np.log(policy_targets + 1e-30), axis=1))
+    history = [trainer.train_step(planes, policy_targets, value_targets) for _ in range(200)]
+    first, last = history[0], history[-1]
+    assert not any(stats["skipped"] for stats in history)
+    assert last["loss_policy"] - target_entropy < 0.25 * (first["loss_policy"] - target_entropy)
+    assert first["loss_value"] > 0.3 and last["loss_value"] < 0.05
+    assert last["loss_total"] < 0.5 * first["loss_total"]
+    assert trainer.step == 200 and trainer.skipped_steps == 0
+
+
+def test_l2_term_is_the_kernel_regularizer_sum():
+    model = tiny_model()
+    trainer = Trainer(model, batch_size=4)
+    kernels = [w for w in model.weights if w.path.endswith("/kernel")]
+    assert len(kernels) == 1 + 2 + 2 + 3  # stem, 2 block convs, 2 head convs, 3 dense
+    expected = 1e-4 * sum(float(np.sum(np.square(w.numpy()))) for w in kernels)
+    stats = trainer.train_step(*training_batch(4))
+    assert stats["loss_l2"] == pytest.approx(expected, rel=1e-5)
+    assert stats["loss_total"] == pytest.approx(
+        stats["loss_policy"] + stats["loss_value"] + stats["loss_l2"], rel=1e-5)
+
+
+@pytest.mark.parametrize("poison", ["planes_nan", "policy_nan", "value_inf", "planes_huge"])
+def test_non_finite_step_is_skipped_and_leaves_weights_untouched(poison):
+    model = tiny_model()
+    trainer = Trainer(model, batch_size=8, learning_rates=[(0, 0.05)])
+    planes, policy_targets, value_targets = training_batch(8)
+    trainer.train_step(planes, policy_targets, value_targets)
+    before_weights = all_weights(model)
+    before_optimizer = [v.numpy() for v in trainer.optimizer.variables]
+    bad_planes, bad_policy, bad_value = planes.copy(), policy_targets.copy(), value_targets.copy()
+    if poison == "planes_nan":
+        bad_planes[3, 2, 2, 0] = np.nan
+    elif poison == "policy_nan":
+        bad_policy[0, 0] = np.nan
+    elif poison == "value_inf":
+        bad_value[5] = np.inf
+    else:
+        bad_planes[1] = 3e38
+    stats = trainer.train_step(bad_planes, bad_policy, bad_value)
+    assert stats["skipped"]
+    assert trainer.skipped_steps == 1 and trainer.step == 2
+    for before, after in zip(before_weights, all_weights(model)):
+        np.testing.assert_array_equal(before, after)    # moving averages included
+    for before, variable in zip(before_optimizer, trainer.optimizer.variables):
+        np.testing.assert_array_equal(before, variable.numpy())
+    stats = trainer.train_step(planes, policy_targets, value_targets)
+    assert not stats["skipped"] and np.isfinite(stats["loss_total"])
+    assert all(np.isfinite(w).all() for w in all_weights(model))
+
+
+def test_learning_rate_schedule_is_piecewise_constant_in_steps():
+    trainer = Trainer(tiny_model(), batch_size=4, learning_rates=[(0, 0.1), (2, 0.01), (4, 0.001)])
+    batch = training_batch(4)
+    rates = [trainer.train_step(*batch)["learning_rate"] for _ in range(6)]
+    np.testing.assert_allclose(rates, [0.1, 0.1, 0.01, 0.01, 0.001, 0.001], rtol=1e-6)
+    assert [trainer.learning_rate_at(step) for step in range(6)] == pytest.approx(rates)
+    for bad in ([], [(1, 0.1)], [(0, 0.1), (0, 0.2)], [(0, -0.1)]):
+        with pytest.raises(ValueError):
+            Trainer(tiny_model(), batch_size=4, learning_rates=bad)
+
+
+def test_state_round_trip_is_exact(tmp_path):
+    schedule = [(0, 0.05), (4, 0.02)]
+    trainer = Trainer(tiny_model(seed=1), batch_size=8, learning_rates=schedule, nesterov=True)
+    batches = [training_batch(8, seed=seed) for seed in range(5)]
+    for batch in batches[:3]:
+        trainer.train_step(*batch)
+    poisoned = batches[3][0].copy()
+    poisoned[0, 0, 0, 0] = np.nan
+    trainer.train_step(poisoned, *batches[3][1:])
+    path = tmp_path / "state.npz"
+    np.savez(path, **trainer.state_dict())
+
+    fresh = Trainer(tiny_model(seed=2), batch_size=8, learning_rates=schedule, nesterov=True)
+    probe = random_planes(8, seed=9)
+    assert not np.array_equal(CompiledNet(fresh.model, 8)(probe)[0],
+                              CompiledNet(trainer.model, 8)(probe)[0])
+    with np.load(path) as state:
+        fresh.load_state_dict(state)
+    assert (fresh.step, fresh.skipped_steps) == (4, 1)
+    for a, b in zip(CompiledNet(trainer.model, 8)(probe), CompiledNet(fresh.model, 8)(probe)):
+        np.testing.assert_array_equal(a, b)
+    original_stats = trainer.train_step(*batches[4])
+    fresh_stats = fresh.train_step(*batches[4])
+    assert original_stats == fresh_stats and original_stats["learning_rate"] == pytest.approx(0.02)
+    for a, b in zip(all_weights(trainer.model), all_weights(fresh.model)):
+        np.testing.assert_array_equal(a, b)
+    for key, value in trainer.state_dict().items():
+        np.testing.assert_array_equal(value, fresh.state_dict()[key])
+
+
+def test_loading_a_different_net_shape_is_refused():
+    state = Trainer(tiny_model(filters=8), batch_size=4).state_dict()
+    other = Trainer(tiny_model(filters=16), batch_size=4)
+    with pytest.raises(ValueError, match="net shape"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError, match="does not match"):
+        other.load_state_dict({key: value for key, value in state.items() if key != "trainer.step"})
+
+
+def test_train_step_rejects_wrong_shapes():
+    trainer = Trainer(tiny_model(), batch_size=4)
+    planes, policy_targets, value_targets = training_batch(4)
+    with pytest.raises(ValueError):
+        trainer.train_step(planes[:3], policy_targets[:3], value_targets[:3])
+    with pytest.raises(ValueError):
+        trainer.train_step(planes, policy_targets[:, :-1], value_targets)
+
+
+def test_mask_policy_renormalises_over_legal_moves():
+    policy = np.array([[0.5, 0.2, 0.2, 0.1], [1.0, 0.0, 0.0, 0.0]], np.float32)
+    legal = np.array([[False, True, True, True], [False, True, False, True]])
+    masked = mask_policy(policy, legal)
+    np.testing.assert_allclose(masked[0], [0, 0.4, 0.4, 0.2], rtol=1e-6)
+    np.testing.assert_allclose(masked[1], [0, 0.5, 0, 0.5], rtol=1e-6)   # underflow -> uniform
+    assert masked.dtype == np.float32
+    with pytest.raises(ValueError):
+        mask_policy(policy, np.zeros_like(legal))
