@@ -1,0 +1,351 @@
+"""An independent, deliberately simple reference of the Go rules in kernels/README.md.
+
+One game per object, plain Python lists and flood fill; it shares no code with the engine in
+kernels/ (not even kernels.coords), so the two can be checked against each other. The tests
+run the engine and this reference side by side and compare them after every move.
+
+Rules implemented (kernels/README.md): captures; suicide illegal; simple ko (after a move that
+captured exactly one stone with a single stone left with exactly one liberty, the captured
+point is illegal for the very next move only, so a pass clears it); optional positional
+superko (a non-pass move may not recreate the stones of any earlier position of the game,
+the starting position included); the game ends after two consecutive passes or when
+move_count reaches max_moves; on a finished game only pass is legal and it changes nothing;
+Tromp-Taylor area score, black - white - komi.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+BLACK, WHITE, EMPTY = 1, -1, 0
+GTP_COLUMNS = "ABCDEFGHJKLMNOPQRST"  # GTP skips the letter I
+
+
+def gtp_to_move(vertex: str, board_size: int) -> int:
+    """Flat move index of a GTP vertex ("D4", "pass"); row 0 is the top row (GTP row N)."""
+    text = vertex.strip().upper()
+    if text == "PASS":
+        return board_size * board_size
+    col = GTP_COLUMNS.index(text[0])
+    number = int(text[1:])
+    if not (col < board_size and 1 <= number <= board_size):
+        raise ValueError(f"{vertex!r} is off a {board_size}x{board_size} board")
+    return (board_size - number) * board_size + col
+
+
+def move_to_gtp(move: int, board_size: int) -> str:
+    if move == board_size * board_size:
+        return "pass"
+    row, col = divmod(int(move), board_size)
+    return f"{GTP_COLUMNS[col]}{board_size - row}"
+
+
+def board_from_ascii(text: str) -> np.ndarray:
+    """int8 (N, N) board from rows of '.', 'X' (black) and 'O' (white); spaces are ignored."""
+    rows = ["".join(line.split()) for line in text.strip().splitlines()]
+    rows = [row for row in rows if row]
+    size = len(rows)
+    if any(len(row) != size for row in rows):
+        raise ValueError(f"not a square board: {rows}")
+    value = {".": EMPTY, "X": BLACK, "O": WHITE}
+    return np.array([[value[ch] for ch in row] for row in rows], dtype=np.int8)
+
+
+def board_to_ascii(board) -> str:
+    char = {EMPTY: ".", BLACK: "X", WHITE: "O"}
+    return "\n".join(" ".join(char[int(v)] for v in row) for row in np.asarray(board))
+
+
+class ReferenceGo:
+    """One game of Go under the kernels/README.md rules."""
+
+    def __init__(self, board_size: int, komi: float = 7.5, superko: bool = False,
+                 max_moves: int | None = None):
+        if not isinstance(board_size, int) or not 2 <= board_size <= 19:
+            raise ValueError(f"board_size must be an int in 2..19, got {board_size!r}")
+        n = board_size
+        self.board_size = n
+        self.komi = float(komi)
+        self.superko = bool(superko)
+        self.max_moves = 2 * n * n if max_moves is None else int(max_moves)
+        self.pass_move = n * n
+        self._neighbors = []
+        for p in range(n * n):
+            row, col = divmod(p, n)
+            near = []
+            if row > 0:
+                near.append(p - n)
+            if row < n - 1:
+                near.append(p + n)
+            if col > 0:
+                near.append(p - 1)
+            if col < n - 1:
+                near.append(p + 1)
+            self._neighbors.append(tuple(near))
+        self.reset()
+
+
+    def reset(self) -> None:
+        self._load([EMPTY] * (self.board_size ** 2), BLACK)
+
+    def set_board(self, stones, to_play: int) -> None:
+        """Load a position (history, ko, passes, captures and move count cleared)."""
+        array = np.asarray(stones)
+        n = self.board_size
+        if array.shape != (n, n):
+            raise ValueError(f"stones must have shape ({n}, {n}), got {array.shape}")
+        if not np.isin(array, (BLACK, WHITE, EMPTY)).all():
+            raise ValueError("stones must be +1, -1 or 0")
+        if int(to_play) not in (BLACK, WHITE):
+            raise ValueError(f"to_play must be +1 or -1, got {to_play!r}")
+        flat = [int(v) for v in array.reshape(-1)]
+        self._load(flat, int(to_play))
+        for color, members, libs in self._groups()[1]:
+            if not libs:
+                raise ValueError(f"group at {move_to_gtp(members[0], n)} has no liberties")
+
+    def _load(self, stones: list, to_play: int) -> None:
+        self._stones = stones
+        self.to_play = to_play
+        self._captures = [0, 0]
+        self.move_count = 0
+        self._passes = 0
+        self._ko = None
+        self.is_over = False
+        self._positions = [tuple(stones)]  # one entry per position, for features()
+        self.moves = []                    # moves played since the start, passes included
+        self._seen = {tuple(stones)}       # every stone configuration of the game, for superko
+        self._seen_counts = {self._counts(stones)}  # their (black, white) stone counts
+        self._cache = None
+
+    def copy(self) -> "ReferenceGo":
+        other = object.__new__(ReferenceGo)
+        other.__dict__.update(self.__dict__)
+        other._stones = list(self._stones)
+        other._captures = list(self._captures)
+        other._positions = list(self._positions)
+        other.moves = list(self.moves)
+        other._seen = set(self._seen)
+        other._seen_counts = set(self._seen_counts)
+        other._cache = None
+        return other
+
+    @property
+    def board(self) -> np.ndarray:
+        n = self.board_size
+        return np.array(self._stones, dtype=np.int8).reshape(n, n)
+
+    @property
+    def captures(self) -> tuple:
+        """Stones captured by black, by white."""
+        return tuple(self._captures)
+
+    @property
+    def ko_point(self):
+        """The point the side to move may not play because of simple ko, or None."""
+        return self._ko
+
+    @property
+    def passes(self) -> int:
+        """Consecutive passes just played."""
+        return self._passes
+
+
+    def _groups(self):
+        """Label every stone with its group: (label list, [(color, members, liberty set)])."""
+        stones = self._stones
+        neighbors = self._neighbors
+        label = [-1] * len(stones)
+        groups = []
+        for p, color in enumerate(stones):
+            if color == EMPTY or label[p] >= 0:
+                continue
+            gid = len(groups)
+            label[p] = gid
+            members = [p]
+            libs = set()
+            i = 0
+            while i < len(members):
+                q = members[i]
+                i += 1
+                for r in neighbors[q]:
+                    s = stones[r]
+                    if s == EMPTY:
+                        libs.add(r)
+                    elif s == color and label[r] < 0:
+                        label[r] = gid
+                        members.append(r)
+            groups.append((color, members, libs))
+        return label, groups
+
+    def _analyze(self):
+        """Per point: None when legal for the side to move, else the reason; and captures."""
+        if self._cache is not None:
+            return self._cache
+        stones = self._stones
+        neighbors = self._neighbors
+        me = self.to_play
+        label, groups = self._groups()
+        counts = self._counts(stones)
+        status = []
+        captured_by = []
+        for p, color in enumerate(stones):
+            captured = []
+            if color != EMPTY:
+                status.append("occupied")
+                captured_by.append(captured)
+                continue
+            breathes = False
+            for r in neighbors[p]:
+                s = stones[r]
+                if s == EMPTY:
+                    breathes = True
+                    continue
+                gid = label[r]
+                libs = groups[gid][2]
+                if s == me:
+                    if len(libs) > 1:
+                        breathes = True
+                elif len(libs) == 1 and gid not in captured:
+                    captured.append(gid)
+            captured_by.append(captured)
+            if not breathes and not captured:
+                status.append("suicide")
+            elif p == self._ko:
+                status.append("ko")
+            elif self.superko and self._repeats(p, captured, groups, counts):
+                status.append("superko")
+            else:
+                status.append(None)
+        if self.is_over:
+            status = ["game over" if s is None else s for s in status]
+        self._cache = (status, captured_by, groups)
+        return self._cache
+
+    @staticmethod
+    def _counts(stones) -> tuple:
+        return stones.count(BLACK), stones.count(WHITE)
+
+    def _repeats(self, p, captured, groups, counts) -> bool:
+        """Would playing p (capturing `captured`) recreate an earlier position?"""
+        black, white = counts
+        taken = sum(len(groups[gid][1]) for gid in captured)
+        if self.to_play == BLACK:
+            after_counts = (black + 1, white - taken)
+        else:
+            after_counts = (black - taken, white + 1)
+        if after_counts not in self._seen_counts:  # a cheap filter; the full check follows
+            return False
+        after = list(self._stones)
+        after[p] = self.to_play
+        for gid in captured:
+            for q in groups[gid][1]:
+                after[q] = EMPTY
+        return tuple(after) in self._seen
+
+    def illegal_reason(self, move: int):
+        """None if `move` is legal now, else 'occupied', 'suicide', 'ko', 'superko', ..."""
+        if move == self.pass_move:
+            return None
+        return self._analyze()[0][move]
+
+    def illegal_reasons(self) -> list:
+        """Per point: None when legal, else why not ('occupied', 'suicide', 'ko', ...)."""
+        return list(self._analyze()[0])
+
+    def legal_moves(self) -> np.ndarray:
+        status = self._analyze()[0]
+        return np.array([s is None for s in status] + [True], dtype=bool)
+
+    def capturing_moves(self) -> list:
+        """Legal moves that capture at least one stone."""
+        status, captured_by, _ = self._analyze()
+        return [p for p, s in enumerate(status) if s is None and captured_by[p]]
+
+
+    def play(self, move) -> None:
+        move = int(move)
+        if not 0 <= move <= self.pass_move:
+            raise ValueError(f"move {move} out of range 0..{self.pass_move}")
+        if self.is_over:
+            if move == self.pass_move:
+                return
+            raise ValueError(f"game is over; {move_to_gtp(move, self.board_size)} is illegal")
+        if move == self.pass_move:
+            self._passes += 1
+            self._ko = None
+        else:
+            status, captured_by, groups = self._analyze()
+            if status[move] is not None:
+                raise ValueError(
+                    f"{move_to_gtp(move, self.board_size)} is illegal ({status[move]})")
+            stones = self._stones
+            stones[move] = self.to_play
+            removed = []
+            for gid in captured_by[move]:
+                for q in groups[gid][1]:
+                    stones[q] = EMPTY
+                    removed.append(q)
+            self._captures[0 if self.to_play == BLACK else 1] += len(removed)
+            self._ko = None
+            if len(removed) == 1:
+                own_neighbors = [r for r in self._neighbors[move] if stones[r] == self.to_play]
+                liberties = [r for r in self._neighbors[move] if stones[r] == EMPTY]
+                if not own_neighbors and len(liberties) == 1:
+                    self._ko = removed[0]
+            self._passes = 0
+            self._seen.add(tuple(stones))
+            self._seen_counts.add(self._counts(stones))
+        self.to_play = -self.to_play
+        self.move_count += 1
+        self.moves.append(move)
+        self._positions.append(tuple(self._stones))
+        if self._passes >= 2 or self.move_count >= self.max_moves:
+            self.is_over = True
+        self._cache = None
+
+
+    def score(self) -> float:
+        """Tromp-Taylor area: stones plus empty regions reaching one colour only."""
+        stones = self._stones
+        black = stones.count(BLACK)
+        white = stones.count(WHITE)
+        seen = [False] * len(stones)
+        for p, color in enumerate(stones):
+            if color != EMPTY or seen[p]:
+                continue
+            seen[p] = True
+            region = [p]
+            borders = set()
+            i = 0
+            while i < len(region):
+                q = region[i]
+                i += 1
+                for r in self._neighbors[q]:
+                    s = stones[r]
+                    if s != EMPTY:
+                        borders.add(s)
+                    elif not seen[r]:
+                        seen[r] = True
+                        region.append(r)
+            if borders == {BLACK}:
+                black += len(region)
+            elif borders == {WHITE}:
+                white += len(region)
+        return black - white - self.komi
+
+
+    def features(self, history: int) -> np.ndarray:
+        """float32 (N, N, 2*(history+1)+2) planes from the view of the side to move."""
+        n = self.board_size
+        planes = np.zeros((n, n, 2 * (history + 1) + 2), dtype=np.float32)
+        t = len(self._positions) - 1
+        me = self.to_play
+        for j in range(history + 1):
+            if t - j < 0:
+                continue
+            position = np.array(self._positions[t - j], dtype=np.int8).reshape(n, n)
+            planes[:, :, 2 * j] = position == me
+            planes[:, :, 2 * j + 1] = position == -me
+        planes[:, :, 2 * history + 2] = 1.0 if me == BLACK else 0.0
+        planes[:, :, 2 * history + 3] = 1.0
+        return planes
