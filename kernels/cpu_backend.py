@@ -15,9 +15,9 @@ class CpuBackend:
     xp = np
 
     def __init__(self, board_size: int, history: int, superko: bool, max_moves: int,
-                 num_slots: int):
+                 num_slots: int, num_threads: int = 0):
         self.board_size = board_size
-        self.rules = _go_cpu.Rules(board_size, history, superko, max_moves)
+        self.rules = _go_cpu.Rules(board_size, history, superko, max_moves, num_threads)
         self.layout = self.rules.layout()
         # pool[s] is slot s: a GoHeader then the arrays described in go_rules.h.
         self.pool = np.zeros((num_slots, self.layout["slot_bytes"]), dtype=np.uint8)

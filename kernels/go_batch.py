@@ -66,7 +66,7 @@ def _check_positive_int(name: str, value, minimum: int = 1) -> int:
 class GoBatch:
     def __init__(self, batch_size: int, board_size: int, komi: float = 7.5, backend: str = "cpu",
                  *, superko: bool = False, max_moves: int | None = None, history_length: int = 7,
-                 num_slots: int | None = None, seed: int = 0):
+                 num_slots: int | None = None, seed: int = 0, num_threads: int = 0):
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.board_size = coords.check_board_size(board_size)
         self.komi = float(komi)
@@ -85,7 +85,10 @@ class GoBatch:
             self._backend = CudaBackend(*args)
         else:
             from .cpu_backend import CpuBackend
-            self._backend = CpuBackend(*args)
+            # num_threads: CPU threads per call, 0 = OpenMP's default (all cores). One thread
+            # avoids OpenMP's barrier stalls when other busy processes share the cores.
+            self._backend = CpuBackend(*args, num_threads=_check_positive_int(
+                "num_threads", num_threads, minimum=0))
         self.xp = self._backend.xp
         self._batch_slots = self.xp.arange(self.batch_size, dtype=np.int64)
         all_slots = self.xp.arange(self.num_slots, dtype=np.int64)

@@ -9,6 +9,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <omp.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 typedef struct {
     PyObject_HEAD
     GoLayout layout;
+    int num_threads; /* OpenMP threads per call; every region states it explicitly */
 } RulesObject;
 
 typedef struct {
@@ -110,7 +112,7 @@ static PyObject *rules_reset(RulesObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &pool, &slots) || borrow_slots(self, pool, slots, &a) < 0) return NULL;
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < a.count; i++) go_reset(L, SLOT(&a, i));
     Py_END_ALLOW_THREADS
     release_slots(&a);
@@ -138,7 +140,7 @@ static PyObject *first_illegal(RulesObject *self, SlotArgs *a, const int64_t *mo
     Py_ssize_t first = a->count;
     int first_status = GO_LEGAL;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) reduction(min : first) if (a->count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) reduction(min : first) if (a->count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < a->count; i++)
         if (go_move_status(L, SLOT(a, i), moves[i]) != GO_LEGAL && i < first) first = i;
     Py_END_ALLOW_THREADS
@@ -184,7 +186,7 @@ static PyObject *rules_play(RulesObject *self, PyObject *args)
     if (result == Py_None) {
         const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
         Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
         for (Py_ssize_t i = 0; i < a.count; i++) go_play(L, SLOT(&a, i), move[i]);
         Py_END_ALLOW_THREADS
     }
@@ -219,7 +221,7 @@ static PyObject *rules_copy_play(RulesObject *self, PyObject *args)
     if (result == Py_None) {
         const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
         Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
         for (Py_ssize_t i = 0; i < src.count; i++) {
             uint8_t *to = SLOT(&dst, i);
             go_copy_slot(L, to, SLOT(&src, i));
@@ -254,7 +256,7 @@ static PyObject *rules_copy(RulesObject *self, PyObject *args)
     }
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < src.count; i++) go_copy_slot(L, SLOT(&dst, i), SLOT(&src, i));
     Py_END_ALLOW_THREADS
     release_slots(&dst);
@@ -290,7 +292,7 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
     uint8_t *bytes = (uint8_t *)out.view.buf;
     int64_t *words = (int64_t *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < a.count; i++) {
         uint8_t *base = SLOT(&a, i);
         switch (kind) {
@@ -345,7 +347,7 @@ static PyObject *rules_random_from_mask(RulesObject *self, PyObject *args)
     const uint8_t *mask = (const uint8_t *)legal.view.buf;
     int64_t *moves = (int64_t *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < a.count; i++)
         moves[i] = go_random_from_mask(L, SLOT(&a, i), mask + i * actions, include_pass);
     Py_END_ALLOW_THREADS
@@ -375,7 +377,7 @@ static PyObject *rules_features(RulesObject *self, PyObject *args)
     }
     float *planes = (float *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS)
+#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
     for (Py_ssize_t i = 0; i < a.count; i++) go_features(L, SLOT(&a, i), history, planes + i * per_board);
     Py_END_ALLOW_THREADS
     release(&out);
@@ -433,10 +435,16 @@ static PyObject *rules_layout(RulesObject *self, PyObject *unused)
 
 static int rules_init(RulesObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"board_size", "history", "superko", "max_moves", NULL};
-    int n, history, superko, max_moves;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iipi", keywords, &n, &history, &superko, &max_moves))
+    static char *keywords[] = {"board_size", "history", "superko", "max_moves", "num_threads", NULL};
+    int n, history, superko, max_moves, num_threads = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iipi|i", keywords, &n, &history, &superko, &max_moves,
+                                     &num_threads))
         return -1;
+    if (num_threads < 0) {
+        PyErr_Format(PyExc_ValueError, "num_threads must be >= 0 (0: OpenMP's default), got %d", num_threads);
+        return -1;
+    }
+    self->num_threads = num_threads > 0 ? num_threads : omp_get_max_threads();
     if (n < GO_MIN_SIZE || n > GO_MAX_SIZE) {
         PyErr_Format(PyExc_ValueError, "board_size must be in %d..%d, got %d", GO_MIN_SIZE, GO_MAX_SIZE, n);
         return -1;
@@ -475,7 +483,7 @@ static PyMethodDef rules_methods[] = {
 };
 
 static PyType_Slot rules_slots[] = {
-    {Py_tp_doc, "Rules(board_size, history, superko, max_moves): Go rules over a pool of slots."},
+    {Py_tp_doc, "Rules(board_size, history, superko, max_moves, num_threads=0): Go rules over a pool of slots."},
     {Py_tp_init, rules_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_methods, rules_methods},

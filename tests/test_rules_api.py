@@ -260,3 +260,16 @@ def test_documented_dtypes_and_shapes():
     assert features.dtype == np.float32 and features.shape == (2, 5, 5, 12)
     assert g.legal_moves().shape == (3, 26)     # slots=None is the batch, not the pool
     assert g.score().tolist() == [-7.5] * 3
+
+
+def test_thread_count_changes_nothing_but_speed():
+    results = []
+    for threads in (1, 2):
+        games = GoBatch(96, 7, num_threads=threads, seed=3)
+        for _ in range(60):
+            games.play(games.random_moves(include_pass=True))
+        results.append((games.board(), games.captures(), games.score(), games.legal_moves()))
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)
+    with pytest.raises(ValueError, match="num_threads"):
+        GoBatch(2, 7, num_threads=-1)
