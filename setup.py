@@ -20,6 +20,14 @@ EXTENSIONS = [
         extra_compile_args=OPTIMIZE + ["-fopenmp"],
         extra_link_args=["-fopenmp"],
     ),
+    # Batched MCTS trees in preallocated per-game buffers, OpenMP over games.
+    Extension(
+        "py_util._mcts",
+        sources=["py_util/mcts.c"],
+        depends=[],
+        extra_compile_args=OPTIMIZE + ["-fopenmp"],
+        extra_link_args=["-fopenmp"],
+    ),
 ]
 
 setup(ext_modules=EXTENSIONS)
