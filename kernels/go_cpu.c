@@ -195,6 +195,39 @@ static PyObject *rules_play(RulesObject *self, PyObject *args)
     return result;
 }
 
+/* Destinations must be distinct and must not be sources: copies run in parallel, so an
+ * overlap would race. Raises ValueError otherwise. O(k) with a bitmap over the pool's slots. */
+static int check_destinations(const SlotArgs *src, const SlotArgs *dst)
+{
+    if (dst->count != src->count) {
+        PyErr_Format(PyExc_ValueError, "%zd source slots but %zd destination slots", src->count, dst->count);
+        return -1;
+    }
+    uint8_t *marked = PyMem_Calloc((size_t)(dst->num_slots + 7) / 8, 1);
+    if (marked == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int status = 0;
+    for (Py_ssize_t i = 0; i < dst->count && status == 0; i++) {
+        int64_t slot = dst->slot[i];
+        if (marked[slot >> 3] & (1 << (slot & 7))) {
+            PyErr_Format(PyExc_ValueError, "destination slots must be distinct (slot %lld twice)", (long long)slot);
+            status = -1;
+        }
+        marked[slot >> 3] |= (uint8_t)(1 << (slot & 7));
+    }
+    for (Py_ssize_t i = 0; i < src->count && status == 0; i++) {
+        int64_t slot = src->slot[i];
+        if (marked[slot >> 3] & (1 << (slot & 7))) {
+            PyErr_Format(PyExc_ValueError, "slot %lld is both a source and a destination", (long long)slot);
+            status = -1;
+        }
+    }
+    PyMem_Free(marked);
+    return status;
+}
+
 /* copy_play(pool, src, dst, moves): position src[i] into slot dst[i], then play moves[i]
  * there. All-or-nothing like play; returns None or (index, status) judged at the source. */
 static PyObject *rules_copy_play(RulesObject *self, PyObject *args)
@@ -210,11 +243,7 @@ static PyObject *rules_copy_play(RulesObject *self, PyObject *args)
         return NULL;
     }
     PyObject *result = NULL;
-    if (dst.count != src.count) {
-        PyErr_Format(PyExc_ValueError, "copy_play: %zd source slots but %zd destination slots",
-                     src.count, dst.count);
-        goto done;
-    }
+    if (check_destinations(&src, &dst) < 0) goto done;
     if (borrow(moves_object, &moves, 0, 8, src.count, "moves") < 0) goto done;
     const int64_t *move = (const int64_t *)moves.view.buf;
     result = first_illegal(self, &src, move);
@@ -247,9 +276,7 @@ static PyObject *rules_copy(RulesObject *self, PyObject *args)
         release_slots(&src);
         return NULL;
     }
-    if (dst.count != src.count) {
-        PyErr_Format(PyExc_ValueError, "copy: %zd source slots but %zd destination slots", src.count,
-                     dst.count);
+    if (check_destinations(&src, &dst) < 0) {
         release_slots(&dst);
         release_slots(&src);
         return NULL;

@@ -273,3 +273,16 @@ def test_thread_count_changes_nothing_but_speed():
         np.testing.assert_array_equal(one, two)
     with pytest.raises(ValueError, match="num_threads"):
         GoBatch(2, 7, num_threads=-1)
+
+
+def test_copy_destinations_must_be_distinct_and_not_sources():
+    games = GoBatch(2, 5, num_slots=8)
+    with pytest.raises(ValueError, match="distinct"):
+        games.copy_play([0, 1], [4, 4], np.array([0, 1]))
+    with pytest.raises(ValueError, match="source and a destination"):
+        games.copy_play([0, 1], [1, 5], np.array([0, 1]))
+    with pytest.raises(ValueError, match="source and a destination"):
+        games.copy([0, 1], [5, 0])
+    with pytest.raises(ValueError, match="out of range"):
+        games.copy([0], [8])
+    assert (games.board([4, 5]) == 0).all()  # nothing was written by the refused calls
