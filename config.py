@@ -37,6 +37,10 @@ class Config:
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
+    # Search only sensible moves: no filling of one's own eyes, pass only when nothing else is
+    # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
+    # and a young net cannot learn to pass its way through self-play (it did: see the notes).
+    sensible_moves_only: bool = True
 
     # Self-play.
     num_games: int = 128               # games played at once; the net's inference batch

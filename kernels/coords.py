@@ -10,6 +10,8 @@ flat index     ``0``, ``81``                    ``row * N + col``; pass is ``N *
 GTP vertex     ``"A9"``, ``"pass"``             column letter A.. skipping I, row N at top
 SGF point      ``"aa"``, ``""``                 column letter then row letter, both from a,
                                                 row a at top; pass is an empty value
+sgfmill        ``(8, 0)``, ``None``             (row from the BOTTOM, col), as the
+                                                sgfmill library counts
 =============  ==============================  =================================
 """
 from __future__ import annotations
@@ -85,3 +87,19 @@ def from_sgf(value: str, board_size: int) -> int:
         raise ValueError(f"{value!r} is not an SGF point on a {board_size}x{board_size} board")
     col, row = (SGF_LETTERS.index(ch) for ch in value)
     return to_flat(row, col, board_size)
+
+
+def to_sgfmill(move: int, board_size: int) -> tuple[int, int] | None:
+    """sgfmill's point: (row counted from the BOTTOM, col), None for pass."""
+    point = from_flat(int(move), board_size)
+    if point is None:
+        return None
+    row, col = point
+    return board_size - 1 - row, col
+
+
+def from_sgfmill(point: tuple[int, int] | None, board_size: int) -> int:
+    if point is None:
+        return pass_move(board_size)
+    row_from_bottom, col = point
+    return to_flat(board_size - 1 - row_from_bottom, col, board_size)

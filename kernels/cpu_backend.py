@@ -51,6 +51,11 @@ class CpuBackend:
         self.rules.legal(self.pool, slots, out)
         return out
 
+    def sensible(self, slots):
+        out = np.empty((len(slots), self.board_size ** 2 + 1), dtype=np.bool_)
+        self.rules.sensible(self.pool, slots, out)
+        return out
+
     def board(self, slots):
         out = np.empty((len(slots), self.board_size, self.board_size), dtype=np.int8)
         self.rules.board(self.pool, slots, out)

@@ -20,7 +20,7 @@ KERNEL_DIR = Path(__file__).resolve().parent
 THREADS_PER_BLOCK = 128
 KERNEL_NAMES = (
     "go_reset_kernel", "go_seed_kernel", "go_status_kernel", "go_play_kernel", "go_copy_play_kernel",
-    "go_copy_kernel", "go_legal_kernel", "go_board_kernel", "go_area_kernel", "go_random_kernel",
+    "go_copy_kernel", "go_legal_kernel", "go_sensible_kernel", "go_board_kernel", "go_area_kernel", "go_random_kernel",
     "go_random_from_mask_kernel", "go_features_kernel", "go_set_board_kernel",
 )
 
@@ -91,6 +91,11 @@ class CudaBackend:
     def legal(self, slots):
         out = cupy.empty((len(slots), self.board_size ** 2 + 1), dtype=cupy.bool_)
         self._launch("go_legal_kernel", len(slots), slots, out)
+        return out
+
+    def sensible(self, slots):
+        out = cupy.empty((len(slots), self.board_size ** 2 + 1), dtype=cupy.bool_)
+        self._launch("go_sensible_kernel", len(slots), slots, out)
         return out
 
     def board(self, slots):

@@ -155,6 +155,13 @@ class GoBatch:
     def legal_moves(self, slots=None):
         return self._backend.legal(self._slots(slots))
 
+    def sensible_moves(self, slots=None):
+        """bool (k, N*N+1): the legal points that do not fill the mover's own eye (all on-board
+        neighbours its stones, diagonals at most one opponent stone, none on the edge); pass
+        only when no such point is left. Self-play and matches play from this mask so that a
+        game ends when neither side has anything useful left to do."""
+        return self._backend.sensible(self._slots(slots))
+
     def play(self, moves, slots=None):
         explicit = slots is not None
         slots = self._slots(slots)

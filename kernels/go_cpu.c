@@ -293,7 +293,7 @@ static PyObject *rules_copy(RulesObject *self, PyObject *args)
 
 /* The per-board output methods share one shape: (pool, slots, out) with `per_board` items of
  * `itemsize` bytes per slot. */
-typedef enum { OUT_LEGAL, OUT_BOARD, OUT_AREA, OUT_RANDOM_MOVE, OUT_RANDOM_MOVE_OR_PASS } OutputKind;
+typedef enum { OUT_LEGAL, OUT_SENSIBLE, OUT_BOARD, OUT_AREA, OUT_RANDOM_MOVE, OUT_RANDOM_MOVE_OR_PASS } OutputKind;
 
 static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
 {
@@ -304,7 +304,8 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
     const int n = L->n;
     Py_ssize_t per_board = 1, itemsize = 8;
     switch (kind) {
-    case OUT_LEGAL: per_board = n * n + 1; itemsize = 1; break;
+    case OUT_LEGAL:
+    case OUT_SENSIBLE: per_board = n * n + 1; itemsize = 1; break;
     case OUT_BOARD: per_board = n * n; itemsize = 1; break;
     case OUT_AREA: itemsize = 8; break;
     case OUT_RANDOM_MOVE:
@@ -324,6 +325,7 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
         uint8_t *base = SLOT(&a, i);
         switch (kind) {
         case OUT_LEGAL: go_legal_mask(L, base, bytes + i * per_board); break;
+        case OUT_SENSIBLE: go_sensible_mask(L, base, bytes + i * per_board); break;
         case OUT_BOARD: go_board(L, base, (int8_t *)bytes + i * per_board); break;
         case OUT_AREA: words[i] = go_area_score(L, base); break;
         case OUT_RANDOM_MOVE: words[i] = go_random_move(L, base, 0); break;
@@ -337,6 +339,7 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
 }
 
 static PyObject *rules_legal(RulesObject *self, PyObject *args) { return fill_output(self, args, OUT_LEGAL); }
+static PyObject *rules_sensible(RulesObject *self, PyObject *args) { return fill_output(self, args, OUT_SENSIBLE); }
 static PyObject *rules_board(RulesObject *self, PyObject *args) { return fill_output(self, args, OUT_BOARD); }
 static PyObject *rules_area(RulesObject *self, PyObject *args) { return fill_output(self, args, OUT_AREA); }
 
@@ -498,6 +501,7 @@ static PyMethodDef rules_methods[] = {
      "copy_play(pool, src, dst, moves) -> None | (index, status)"},
     {"copy", (PyCFunction)rules_copy, METH_VARARGS, "copy(pool, src, dst)"},
     {"legal", (PyCFunction)rules_legal, METH_VARARGS, "legal(pool, slots, out uint8 (k, n*n+1))"},
+    {"sensible", (PyCFunction)rules_sensible, METH_VARARGS, "sensible(pool, slots, out uint8 (k, n*n+1))"},
     {"board", (PyCFunction)rules_board, METH_VARARGS, "board(pool, slots, out int8 (k, n, n))"},
     {"area", (PyCFunction)rules_area, METH_VARARGS, "area(pool, slots, out int64 (k,))"},
     {"random", (PyCFunction)rules_random, METH_VARARGS, "random(pool, slots, out int64 (k,), include_pass)"},

@@ -66,6 +66,12 @@ extern "C" __global__ void go_legal_kernel(uint8_t *pool, const int64_t *slots, 
     go_legal_mask(&layout, SLOT(slots[i]), out + i * (GO_N * GO_N + 1));
 }
 
+extern "C" __global__ void go_sensible_kernel(uint8_t *pool, const int64_t *slots, uint8_t *out, int count)
+{
+    BOARD_INDEX(i);
+    go_sensible_mask(&layout, SLOT(slots[i]), out + i * (GO_N * GO_N + 1));
+}
+
 extern "C" __global__ void go_board_kernel(uint8_t *pool, const int64_t *slots, int8_t *out, int count)
 {
     BOARD_INDEX(i);

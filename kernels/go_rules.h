@@ -430,6 +430,47 @@ GO_FN void go_legal_mask(const GoLayout *L, uint8_t *base, uint8_t *out)
     if (s.h->ko_point >= 0) out[go_flat(L, s.h->ko_point)] = 0;
 }
 
+/* Is empty q an eye of `color`? All on-board neighbours are `color` stones, and the
+ * diagonals hold no opponent stone on the edge, at most one in the middle (the usual
+ * Monte Carlo Go test: filling such a point only throws away a liberty or an eye). */
+GO_FN int go_is_own_eye(const GoLayout *L, const GoSlot *s, int q, int color)
+{
+    const int W = L->stride, opponent = 3 - color;
+    const int neighbours[4] = {q - W, q - 1, q + 1, q + W};
+    for (int k = 0; k < 4; k++) {
+        int v = s->stone[neighbours[k]];
+        if (v != color && v != GO_BORDER) return 0;
+    }
+    /* The top-left point's upper-left diagonal lies before the padded array: border. */
+    const int diagonals[4] = {q - W - 1, q - W + 1, q + W - 1, q + W + 1};
+    int opponents = 0, borders = 0;
+    for (int k = 0; k < 4; k++) {
+        int v = diagonals[k] >= 0 ? s->stone[diagonals[k]] : GO_BORDER;
+        opponents += v == opponent;
+        borders += v == GO_BORDER;
+    }
+    return borders ? opponents == 0 : opponents <= 1;
+}
+
+/* Sensible moves: the legal points that do not fill one of the mover's own eyes; pass only
+ * when there is no such point (on a finished board: pass only). Self-play and matches use it
+ * so that games are played out until both sides have nothing useful left, which is when
+ * Tromp-Taylor area scoring counts what a human would. */
+GO_FN void go_sensible_mask(const GoLayout *L, uint8_t *base, uint8_t *out)
+{
+    GoSlot s = go_slot(L, base);
+    const int n = L->n, W = L->stride, color = s.h->to_play;
+    int any = 0;
+    go_legal_mask(L, base, out);
+    for (int row = 0; row < n; row++)
+        for (int col = 0; col < n; col++) {
+            uint8_t *cell = out + row * n + col;
+            if (*cell && go_is_own_eye(L, &s, (row + 1) * W + col, color)) *cell = 0;
+            any |= *cell;
+        }
+    out[n * n] = (uint8_t)!any;
+}
+
 /* A uniform choice among the moves set in legal[0..n*n-1], plus pass when include_pass; pass
  * also when nothing is set. Advances the slot's generator. */
 GO_FN int64_t go_random_from_mask(const GoLayout *L, uint8_t *base, const uint8_t *legal, int include_pass)

@@ -1,0 +1,222 @@
+"""The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
+
+    python bp_tree.py [--run NAME] [--preset cpu|tiny|paper] [--FIELD VALUE ...]
+
+Run again with the same --run to resume exactly where the last complete iteration left off
+(see run_directory.py for what "complete" means and what is written where).
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from config import Config
+from run_directory import CheckpointError, RunDirectory, atomic_save_npz, atomic_write_bytes, resolve_run_path
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def build_trainer(config: Config):
+    from architectures import Trainer, build_model
+    model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
+                        l2=config.l2, value_hidden=config.value_hidden)
+    return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
+                   momentum=config.momentum)
+
+
+class TrainingLoop:
+    def __init__(self, config: Config, run: RunDirectory):
+        import tensorflow as tf
+        from architectures import CompiledNet
+        from replay_buffer import ReplayBuffer
+        from selfplay import SelfPlay
+
+        self.config = config
+        self.run = run
+        self.trainer = build_trainer(config)
+        self.net = CompiledNet(self.trainer.model, config.num_games)
+        self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
+                         "wall_time_s": 0.0}
+        self.buffer = ReplayBuffer(config.replay_window, config.board_size, config.input_planes)
+        self._resume()
+        iteration = self.counters["iteration"]
+        self.rng = np.random.default_rng([config.seed, iteration])
+        self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+        self.writer = tf.summary.create_file_writer(str(run.tensorboard))
+        self.tf = tf
+
+    def _resume(self) -> None:
+        try:
+            loaded = self.run.load_latest_checkpoint()
+        except CheckpointError as error:
+            raise SystemExit(f"bp_tree: {error}; move the damaged run away or pick another --run")
+        if loaded is None:
+            self.run.discard_after(0)
+            log(f"starting a new run in {self.run.path}")
+            return
+        state, counters = loaded
+        self.trainer.load_state_dict(state)
+        self.counters.update(counters)
+        iteration = self.counters["iteration"]
+        self.run.discard_after(iteration)
+        chunks = [self.run.chunk_path(i) for i in self.run.chunk_iterations() if i <= iteration]
+        loaded_positions = self.buffer.load_chunks(chunks)
+        log(f"resumed {self.run.path} after iteration {iteration}: {self.counters['games']} games, "
+            f"{self.counters['train_steps']} train steps, {len(self.buffer)} buffered positions "
+            f"(read {loaded_positions})")
+
+    def iterate(self) -> dict:
+        from tqdm import tqdm
+        from evaluation import play_against_random
+        from replay_buffer import chunk_arrays
+
+        config, run = self.config, self.run
+        iteration = self.counters["iteration"] + 1
+        started = time.perf_counter()
+
+        with tqdm(total=config.positions_per_iteration, desc=f"iter {iteration} self-play",
+                  unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
+            batch = self.selfplay.play(config.positions_per_iteration,
+                                       progress=lambda done: bar.update(done - bar.n))
+        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(batch.planes, batch.policy, batch.value))
+        self.buffer.add(batch.planes, batch.policy, batch.value)
+
+        losses = self._train(batch.positions, iteration)
+
+        evaluation = play_against_random(config, self.net, config.eval_games_random,
+                                         config.eval_simulations, seed=config.seed + iteration)
+        self._write_sgf(iteration, batch.games)
+
+        self.counters["iteration"] = iteration
+        self.counters["games"] += len(batch.games)
+        self.counters["positions"] += batch.positions
+        self.counters["wall_time_s"] += time.perf_counter() - started
+        record = {
+            "iteration": iteration,
+            "wall_time_s": round(self.counters["wall_time_s"], 3),
+            "train_steps": self.counters["train_steps"],
+            "games": self.counters["games"],
+            "positions": self.counters["positions"],
+            "selfplay_positions_per_s": round(batch.positions / batch.seconds, 2),
+            "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
+            "win_rate_random": evaluation.win_rate,
+            "random_games": evaluation.games,
+            "selfplay_games": len(batch.games),
+            "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
+            "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
+            "replay_size": len(self.buffer),
+            "tree_overflows": int(self.selfplay.driver.search.overflow_count),
+        }
+        if losses:
+            record.update(losses)
+        if config.resign_threshold > -1 and batch.playthrough_resignations:
+            record["false_resign_rate"] = batch.false_resignations / batch.playthrough_resignations
+        run.append_metrics(record)
+        self._tensorboard(record)
+        # The checkpoint comes last: it is what makes this iteration complete.
+        run.save_checkpoint(iteration, self.trainer.state_dict(), self.counters,
+                            keep=config.checkpoints_to_keep)
+        self._prune_chunks()
+        return record
+
+    def _train(self, new_positions: int, iteration: int) -> dict:
+        from tqdm import tqdm
+        config = self.config
+        if len(self.buffer) < config.min_replay:
+            return {}
+        steps = max(1, math.ceil(new_positions * config.sample_reuse / config.train_batch_size))
+        totals: dict[str, float] = {}
+        done = skipped = 0
+        for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
+                      file=sys.stderr, disable=None):
+            planes, policy, value = self.buffer.sample(config.train_batch_size, self.rng)
+            stats = self.trainer.train_step(planes, policy, value)
+            if stats.get("skipped"):
+                skipped += 1
+                continue
+            done += 1
+            for key in ("loss_policy", "loss_value", "loss_l2", "loss_total"):
+                totals[key] = totals.get(key, 0.0) + float(stats[key])
+            totals["learning_rate"] = float(stats["learning_rate"])
+        self.counters["train_steps"] += steps
+        result = {key: round(value / max(done, 1), 5) if key != "learning_rate" else value
+                  for key, value in totals.items()}
+        if skipped:
+            result["skipped_train_steps"] = skipped
+            log(f"iteration {iteration}: {skipped} training steps skipped (non-finite loss)")
+        return result
+
+    def _write_sgf(self, iteration: int, games) -> None:
+        from sgf_records import game_to_sgf, result_text
+        for index, game in enumerate(games[:self.config.sgf_samples]):
+            data = game_to_sgf(self.config.board_size, self.config.komi, game.moves,
+                               result_text(game.result, game.score, game.resigned),
+                               black="self-play", white="self-play",
+                               comment=f"iteration {iteration}, self-play game {index}")
+            atomic_write_bytes(self.run.sgf / f"iter_{iteration:06d}_game_{index}.sgf", data)
+
+    def _tensorboard(self, record: dict) -> None:
+        with self.writer.as_default(step=record["train_steps"]):
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "iteration":
+                    self.tf.summary.scalar(key, value)
+        self.writer.flush()
+
+    def _prune_chunks(self) -> None:
+        """Delete chunks wholly outside the replay window, keeping one iteration of margin so
+        a fallback to the previous checkpoint still finds its window."""
+        kept = 0
+        margin = self.config.replay_window + 2 * self.config.positions_per_iteration
+        for iteration in reversed(self.run.chunk_iterations()):
+            path = self.run.chunk_path(iteration)
+            if kept >= margin:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                with np.load(path) as chunk:
+                    kept += len(chunk["value"])
+            except (OSError, ValueError):
+                continue
+
+
+def summary_line(record: dict) -> str:
+    from colorama import Fore, Style
+    losses = (f"policy {record['loss_policy']:.3f} value {record['loss_value']:.3f}"
+              if "loss_policy" in record else "training waits for the replay buffer")
+    rate = record["win_rate_random"]
+    colour = Fore.GREEN if rate >= 0.9 else Fore.YELLOW if rate >= 0.6 else Fore.RED
+    return (f"{Style.BRIGHT}iter {record['iteration']:4d}{Style.RESET_ALL} "
+            f"{record['wall_time_s'] / 60:6.1f} min | {losses} | "
+            f"{record['selfplay_positions_per_s']:7.0f} pos/s {record['nn_evals_per_s']:7.0f} evals/s | "
+            f"games {record['games']:6d} len {record['mean_game_length']:5.1f} | "
+            f"vs random {colour}{rate:5.1%}{Style.RESET_ALL}")
+
+
+def main(argv=None) -> int:
+    config, args = Config.from_args(argv)
+    run = RunDirectory(resolve_run_path(args.run), log=log)
+    try:
+        config = run.prepare(config)
+    except ValueError as error:
+        log(f"bp_tree: {error}")
+        return 2
+    import colorama
+    colorama.just_fix_windows_console()
+    loop = TrainingLoop(config, run)
+    log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
+        f"{config.simulations} simulations, {config.num_games} games at once")
+    while not config.iterations or loop.counters["iteration"] < config.iterations:
+        record = loop.iterate()
+        print(summary_line(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(main())

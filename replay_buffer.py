@@ -1,0 +1,73 @@
+"""The replay buffer: the most recent self-play positions, sampled uniformly for training,
+each sample under a random one of the 8 board symmetries.
+
+Storage (a ring of `capacity` positions, oldest overwritten first):
+    planes  uint8   [capacity, N, N, C]   the net's input planes (they are 0/1)
+    policy  float32 [capacity, N*N+1]     search visit distribution, pass last
+    value   float32 [capacity]            game result from the side to move's view, -1..1
+
+On disk it is the run directory's replay chunks (one per iteration, see run_directory.py);
+`load_chunks` rebuilds the ring from the newest chunks after a restart.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import symmetries
+from run_directory import load_npz
+
+
+class ReplayBuffer:
+    def __init__(self, capacity: int, board_size: int, input_planes: int):
+        self.capacity = capacity
+        self.board_size = board_size
+        self.num_actions = board_size * board_size + 1
+        self.planes = np.zeros((capacity, board_size, board_size, input_planes), dtype=np.uint8)
+        self.policy = np.zeros((capacity, self.num_actions), dtype=np.float32)
+        self.value = np.zeros(capacity, dtype=np.float32)
+        self.size = 0
+        self.next = 0  # ring position of the next write
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> None:
+        count = len(value)
+        if planes.shape[1:] != self.planes.shape[1:] or policy.shape != (count, self.num_actions):
+            raise ValueError(f"replay add: planes {planes.shape} / policy {policy.shape} do not match "
+                             f"the buffer's {self.planes.shape[1:]} / (k, {self.num_actions})")
+        if count >= self.capacity:
+            planes, policy, value = planes[-self.capacity:], policy[-self.capacity:], value[-self.capacity:]
+            count = self.capacity
+        positions = (self.next + np.arange(count)) % self.capacity
+        self.planes[positions] = planes
+        self.policy[positions] = policy
+        self.value[positions] = value
+        self.next = int((self.next + count) % self.capacity)
+        self.size = min(self.capacity, self.size + count)
+
+    def sample(self, batch_size: int, rng: np.random.Generator):
+        """Uniform over stored positions, each under a random symmetry; float32 arrays."""
+        if self.size == 0:
+            raise ValueError("replay buffer is empty")
+        index = rng.integers(0, self.size, batch_size)
+        symmetry = rng.integers(0, 8, batch_size)
+        planes = symmetries.transform_planes(self.planes[index].astype(np.float32), symmetry)
+        policy = symmetries.transform_policy(self.policy[index], symmetry)
+        return planes, policy, self.value[index].copy()
+
+    def load_chunks(self, paths: list[Path]) -> int:
+        """Fill from chunk files, oldest first, keeping the newest `capacity` positions."""
+        loaded = 0
+        for path in paths:
+            chunk = load_npz(path)
+            self.add(chunk["planes"], chunk["policy"], chunk["value"])
+            loaded += len(chunk["value"])
+        return loaded
+
+
+def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> dict[str, np.ndarray]:
+    return {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
+            "value": value.astype(np.float32)}

@@ -1,0 +1,218 @@
+"""A run directory and everything written to it, crash-safe.
+
+    runs/NAME/
+        config.json            the resolved Config
+        revision.txt           `git describe`, plus `git diff` when the tree was dirty
+        checkpoints/ckpt_000012.npz   trainer state + counters after iteration 12 (last few kept)
+        replay/chunk_000012.npz       positions self-played in iteration 12
+        metrics.jsonl          one JSON object per completed iteration
+        sgf/iter_000012_game_0.sgf    sample games
+        tensorboard/           TensorBoard event files
+
+Every file is written to a temporary name and moved into place with os.replace, so a kill
+at any moment leaves either the old file or the new one. An iteration is complete when its
+checkpoint exists; on resume, replay chunks and metrics lines of later (incomplete)
+iterations are removed, so nothing is lost or counted twice.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from config import Config
+
+ROOT = Path(__file__).resolve().parent
+CHECKPOINT_PREFIX = "ckpt_"
+COUNTERS_KEY = "__counters__"
+
+
+def resolve_run_path(run: str | os.PathLike) -> Path:
+    """A bare name means runs/NAME under the project; anything with a path separator (or an
+    existing directory) is used as given. Every entry point resolves --run through here."""
+    text = os.fspath(run)
+    if os.sep in text or (os.altsep and os.altsep in text) or text.startswith("."):
+        return Path(text).expanduser().resolve()
+    return ROOT / "runs" / text
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Load every array (zip CRCs are checked on read, so a torn file raises)."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+class CheckpointError(Exception):
+    pass
+
+
+class RunDirectory:
+    def __init__(self, path: Path, log=print):
+        self.path = Path(path)
+        self.log = log
+        self.checkpoints = self.path / "checkpoints"
+        self.replay = self.path / "replay"
+        self.sgf = self.path / "sgf"
+        self.tensorboard = self.path / "tensorboard"
+        self.metrics_path = self.path / "metrics.jsonl"
+        self.config_path = self.path / "config.json"
+
+    # Config and revision.
+
+    def prepare(self, config: Config) -> Config:
+        """Create the directory or check the command's config against the saved one.
+        Returns the config to run with: the command's, saved for next time."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.config_path.exists():
+            try:
+                saved = Config.from_json(self.config_path.read_text())
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"{self.config_path} is unreadable ({error}); "
+                                 f"move it away to start a new run there") from None
+            problems = config.incompatibilities(saved)
+            if problems:
+                raise ValueError(
+                    f"cannot resume {self.path} with a different board size or net shape: "
+                    + "; ".join(problems) + ". Use another --run, or the run's own settings.")
+        atomic_write_text(self.config_path, config.to_json() + "\n")
+        atomic_write_text(self.path / "revision.txt", code_revision())
+        return config
+
+    # Checkpoints.
+
+    def checkpoint_path(self, iteration: int) -> Path:
+        return self.checkpoints / f"{CHECKPOINT_PREFIX}{iteration:06d}.npz"
+
+    def checkpoint_iterations(self) -> list[int]:
+        if not self.checkpoints.exists():
+            return []
+        found = []
+        for path in self.checkpoints.glob(f"{CHECKPOINT_PREFIX}*.npz"):
+            digits = path.stem[len(CHECKPOINT_PREFIX):]
+            if digits.isdigit():
+                found.append(int(digits))
+        return sorted(found)
+
+    def save_checkpoint(self, iteration: int, state: dict[str, np.ndarray], counters: dict,
+                        keep: int) -> None:
+        arrays = dict(state)
+        arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), dtype=np.uint8)
+        atomic_save_npz(self.checkpoint_path(iteration), arrays)
+        for old in self.checkpoint_iterations()[:-keep]:
+            self.checkpoint_path(old).unlink(missing_ok=True)
+
+    def load_latest_checkpoint(self, iteration: int | None = None):
+        """(state, counters) of the newest readable checkpoint (or of `iteration`), falling
+        back past corrupt ones with a message; None when there is none."""
+        candidates = self.checkpoint_iterations()
+        if iteration is not None:
+            if iteration not in candidates:
+                raise CheckpointError(f"{self.path} has no checkpoint of iteration {iteration} "
+                                      f"(it has {candidates or 'none'})")
+            candidates = [iteration]
+        for candidate in reversed(candidates):
+            path = self.checkpoint_path(candidate)
+            try:
+                arrays = load_npz(path)
+                counters = json.loads(arrays.pop(COUNTERS_KEY).tobytes().decode())
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+                self.log(f"checkpoint {path.name} is unreadable ({type(error).__name__}: {error}); "
+                         f"falling back to the previous one")
+                continue
+            if counters.get("iteration") != candidate:
+                self.log(f"checkpoint {path.name} holds iteration {counters.get('iteration')}; "
+                         f"skipping it")
+                continue
+            return arrays, counters
+        if candidates:
+            raise CheckpointError(f"no readable checkpoint in {self.checkpoints}")
+        return None
+
+    # Replay chunks.
+
+    def chunk_path(self, iteration: int) -> Path:
+        return self.replay / f"chunk_{iteration:06d}.npz"
+
+    def chunk_iterations(self) -> list[int]:
+        if not self.replay.exists():
+            return []
+        return sorted(int(p.stem[len("chunk_"):]) for p in self.replay.glob("chunk_*.npz")
+                      if p.stem[len("chunk_"):].isdigit())
+
+    # Metrics.
+
+    def append_metrics(self, record: dict) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with open(self.metrics_path, "a") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def read_metrics(self) -> list[dict]:
+        if not self.metrics_path.exists():
+            return []
+        records = []
+        for line in self.metrics_path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line torn by a kill mid-write
+        return records
+
+    def discard_after(self, iteration: int) -> None:
+        """Forget what incomplete iterations (> iteration) left behind: replay chunks, metrics
+        lines, torn metrics lines, temporary files."""
+        for later in self.chunk_iterations():
+            if later > iteration:
+                self.log(f"discarding replay chunk of incomplete iteration {later}")
+                self.chunk_path(later).unlink()
+        if self.metrics_path.exists():
+            kept = [r for r in self.read_metrics() if r.get("iteration", 0) <= iteration]
+            text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept)
+            if text != self.metrics_path.read_text():
+                atomic_write_text(self.metrics_path, text)
+        for directory in (self.path, self.checkpoints, self.replay, self.sgf):
+            if directory.exists():
+                for temporary in directory.glob(".*.tmp*"):
+                    temporary.unlink(missing_ok=True)
+
+
+def code_revision() -> str:
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    described = git("describe", "--always", "--dirty").strip() or "unknown (not a git checkout)"
+    text = f"revision: {described}\npython: {sys.version.split()[0]}\n"
+    diff = git("diff", "HEAD")
+    if diff:
+        text += "\n" + diff
+    return text
