@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# The training entry point: builds what is missing, then runs the training loop.
-# The loop itself (bp_tree.py: self-play -> replay buffer -> train -> checkpoint, resuming
-# after a crash) is the next milestone; until it lands this script sets everything up and
-# says so, so the README's first command already prepares a machine.
-set -euo pipefail
+# Train: build what is missing, then run the training loop (bp_tree.py), restarting it if it
+# ever crashes; it resumes from its last complete checkpoint by itself. Arguments are passed
+# to bp_tree.py (e.g. --run NAME --preset tiny). Exit codes that mean "stop" are respected:
+# 0 finished, 2 refused (bad arguments or an incompatible run), 130/143 interrupted.
+set -uo pipefail
 cd "$(dirname "$0")"
-./build.sh
-if [ ! -f bp_tree.py ]; then
-    echo "run.sh: set-up complete. The training loop (bp_tree.py) is not in this revision yet;" >&2
-    echo "run.sh: see README.md 'Status' for what works today." >&2
-    exit 0
-fi
-exec .venv/bin/python bp_tree.py "$@"
+./build.sh || exit 1
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+while true; do
+    .venv/bin/python bp_tree.py "$@"
+    status=$?
+    case $status in
+        0|2|130|143) exit $status ;;
+    esac
+    echo "run.sh: bp_tree.py exited with status $status; restarting in 5 s (Ctrl-C to stop)" >&2
+    sleep 5 || exit 130
+done
