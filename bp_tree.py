@@ -23,7 +23,9 @@ def log(message: str) -> None:
 
 
 def build_trainer(config: Config):
+    import keras
     from architectures import Trainer, build_model
+    keras.utils.set_random_seed(config.seed)  # the initial weights follow the run's seed
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
                         l2=config.l2, value_hidden=config.value_hidden)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
@@ -55,13 +57,20 @@ class TrainingLoop:
         try:
             loaded = self.run.load_latest_checkpoint()
         except CheckpointError as error:
-            raise SystemExit(f"bp_tree: {error}; move the damaged run away or pick another --run")
+            # Exit code 2, a refusal: run.sh restarts the loop after any other failure.
+            log(f"bp_tree: {error}; move the damaged run away or pick another --run")
+            raise SystemExit(2) from None
         if loaded is None:
             self.run.discard_after(0)
             log(f"starting a new run in {self.run.path}")
             return
         state, counters = loaded
-        self.trainer.load_state_dict(state)
+        try:
+            self.trainer.load_state_dict(state)
+        except ValueError as error:
+            log(f"bp_tree: the checkpoint does not fit this config's net ({error}); "
+                f"use the run's own config.json settings or another --run")
+            raise SystemExit(2) from None
         self.counters.update(counters)
         iteration = self.counters["iteration"]
         self.run.discard_after(iteration)

@@ -90,6 +90,11 @@ class Config:
             (self.checkpoints_to_keep >= 2, "keep at least 2 checkpoints (fallback on corruption)"),
             (len(self.learning_rates) >= 1 and self.learning_rates[0][0] == 0,
              "learning_rates must start at step 0"),
+            (all(a[0] < b[0] for a, b in zip(self.learning_rates, self.learning_rates[1:]))
+             and all(rate > 0 for _, rate in self.learning_rates),
+             "learning_rates steps must increase and rates be positive"),
+            (self.positions_per_iteration >= 1, "positions_per_iteration must be >= 1"),
+            (self.eval_games_random >= 1, "eval_games_random must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -129,7 +134,10 @@ class Config:
         args = parser.parse_args(argv)
         overrides = {f.name: getattr(args, f.name) for f in fields(cls)
                      if getattr(args, f.name) is not None}
-        return dataclasses.replace(PRESETS[args.preset], **overrides).validate(), args
+        try:
+            return dataclasses.replace(PRESETS[args.preset], **overrides).validate(), args
+        except ValueError as error:
+            parser.error(str(error))  # a usage error (exit code 2), not a traceback
 
     def overridden(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes).validate()
@@ -168,7 +176,6 @@ PRESETS = {
                    num_games=8, positions_per_iteration=64, train_batch_size=32, sample_reuse=1.0,
                    replay_window=1024, min_replay=32, eval_games_random=8, eval_simulations=2,
                    sgf_samples=1, temperature_moves=2),
-    # The original system's settings.
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
     "paper": Config(board_size=7, blocks=5, filters=128, value_hidden=128, simulations=800,

@@ -34,8 +34,9 @@ COUNTERS_KEY = "__counters__"
 
 
 def resolve_run_path(run: str | os.PathLike) -> Path:
-    """A bare name means runs/NAME under the project; anything with a path separator (or an
-    existing directory) is used as given. Every entry point resolves --run through here."""
+    """A bare name means runs/NAME under the project, whatever the working directory; anything
+    with a path separator, or starting with ".", is a path used as given (relative to the
+    working directory). Every entry point resolves --run through here."""
     text = os.fspath(run)
     if os.sep in text or (os.altsep and os.altsep in text) or text.startswith("."):
         return Path(text).expanduser().resolve()

@@ -1,0 +1,454 @@
+"""The training loop (bp_tree.py) end to end on the `tiny` preset (5x5, one block of 8 filters,
+a few simulations): what one iteration writes, resuming after a SIGKILL at various moments,
+refusing an incompatible resume, falling back past a corrupt checkpoint, and the replay
+buffer's symmetric samples.
+
+Quick cases call `bp_tree.main` in this process (TensorFlow is imported once); the kill test
+runs `bp_tree.py` as a subprocess, the way `run.sh` does.
+"""
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import bp_tree  # noqa: E402
+import symmetries  # noqa: E402
+from config import PRESETS, Config  # noqa: E402
+from replay_buffer import ReplayBuffer  # noqa: E402
+from run_directory import COUNTERS_KEY  # noqa: E402
+from sgf_records import sgf_to_moves  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TINY = PRESETS["tiny"]
+TINY_ARGS = ["--preset", "tiny", "--positions_per_iteration", "64", "--eval_games_random", "4"]
+DOCUMENTED_FIELDS = {"iteration", "wall_time_s", "train_steps", "games", "positions",
+                     "loss_policy", "loss_value", "selfplay_positions_per_s", "nn_evals_per_s",
+                     "win_rate_random"}
+TRAINING_FIELDS = {"loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate"}
+STONE_PLANES = 2 * (TINY.history + 1)   # own and opponent stones, now and `history` back
+SIDE_TO_MOVE_PLANE = STONE_PLANES
+
+
+# Running the loop and reading what it wrote. The readers decode the files themselves (npz,
+# JSON lines) instead of going through run_directory, the code under test.
+
+def run_main(run: Path, *extra: str) -> tuple[int, str, str]:
+    """bp_tree.main in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = bp_tree.main(["--run", str(run), *TINY_ARGS, *extra])
+    return code, out.getvalue(), err.getvalue()
+
+
+def checkpoint_iterations(run: Path) -> list[int]:
+    return sorted(int(p.stem[len("ckpt_"):]) for p in (run / "checkpoints").glob("ckpt_*.npz"))
+
+
+def chunk_iterations(run: Path) -> list[int]:
+    return sorted(int(p.stem[len("chunk_"):]) for p in (run / "replay").glob("chunk_*.npz"))
+
+
+def read_checkpoint(run: Path, iteration: int) -> tuple[dict, dict]:
+    with np.load(run / "checkpoints" / f"ckpt_{iteration:06d}.npz") as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    counters = json.loads(arrays.pop(COUNTERS_KEY).tobytes().decode())
+    return arrays, counters
+
+
+def read_chunk(run: Path, iteration: int) -> dict:
+    with np.load(run / "replay" / f"chunk_{iteration:06d}.npz") as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def metrics_lines(run: Path) -> list[str]:
+    return (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+
+
+def metrics(run: Path) -> list[dict]:
+    """Every line, strictly: a torn or invalid line fails the test."""
+    return [json.loads(line) for line in metrics_lines(run)]
+
+
+def snapshot(directory: Path) -> dict:
+    """Content hash and modification time of every file below `directory`."""
+    return {str(path.relative_to(directory)): (hashlib.sha256(path.read_bytes()).hexdigest(),
+                                               path.stat().st_mtime_ns)
+            for path in sorted(directory.rglob("*")) if path.is_file()}
+
+
+def split_games(chunk: dict) -> list[slice]:
+    """A chunk is whole games one after another; a game starts on the empty board, and no
+    later position of a game has an empty board (a capture leaves the capturing stone)."""
+    empty = ~chunk["planes"][..., :STONE_PLANES].any(axis=(1, 2, 3))
+    starts = list(np.flatnonzero(empty)) + [len(empty)]
+    assert starts[0] == 0, "a chunk must start with a game's first position"
+    return [slice(a, b) for a, b in zip(starts, starts[1:])]
+
+
+def assert_consistent(run: Path) -> list[dict]:
+    """The bookkeeping invariants of a run directory after its last complete iteration K:
+    metrics.jsonl holds iterations 1..K once each and every line parses; each iteration's
+    replay chunk holds exactly the positions its metrics line added; the newest checkpoint's
+    counters agree with both; the replay buffer held every position exactly once (replay_size)."""
+    records = metrics(run)
+    latest = checkpoint_iterations(run)[-1]
+    state, counters = read_checkpoint(run, latest)
+    assert counters["iteration"] == latest
+    assert [r["iteration"] for r in records] == list(range(1, latest + 1))
+    assert chunk_iterations(run) == list(range(1, latest + 1))
+    new_positions = np.diff([0] + [r["positions"] for r in records]).tolist()
+    chunk_sizes = [len(read_chunk(run, i)["value"]) for i in range(1, latest + 1)]
+    assert chunk_sizes == new_positions
+    assert sum(chunk_sizes) == counters["positions"] == records[-1]["positions"]
+    new_games = np.diff([0] + [r["games"] for r in records]).tolist()
+    assert [len(split_games(read_chunk(run, i))) for i in range(1, latest + 1)] == new_games
+    assert counters["games"] == records[-1]["games"]
+    assert counters["train_steps"] == records[-1]["train_steps"] == int(state["trainer.step"])
+    assert sum(chunk_sizes) <= TINY.replay_window  # so the buffer holds all of them:
+    assert [r["replay_size"] for r in records] == [r["positions"] for r in records]
+    assert not [p for p in run.rglob(".*.tmp*")], "temporary files left behind"
+    return records
+
+
+# One iteration end to end.
+
+@pytest.fixture(scope="module")
+def one_iteration(tmp_path_factory):
+    run = tmp_path_factory.mktemp("one_iteration") / "run"
+    code, out, err = run_main(run, "--iterations", "1")
+    assert code == 0, err
+    return run, out, err
+
+
+def test_one_iteration_writes_config_revision_checkpoint_chunk_and_metrics(one_iteration):
+    run, out, _ = one_iteration
+    expected_config, _ = Config.from_args([*TINY_ARGS, "--iterations", "1"])
+    assert Config.from_json((run / "config.json").read_text()) == expected_config
+    assert (run / "revision.txt").read_text().startswith("revision: ")
+    assert checkpoint_iterations(run) == [1] and chunk_iterations(run) == [1]
+
+    chunk = read_chunk(run, 1)
+    positions = len(chunk["value"])
+    assert positions >= 64
+    assert chunk["planes"].dtype == np.uint8
+    assert chunk["planes"].shape == (positions, 5, 5, TINY.input_planes)
+    assert set(np.unique(chunk["planes"])) <= {0, 1}
+    assert chunk["policy"].shape == (positions, 26)
+    assert (chunk["policy"] >= 0).all()
+    np.testing.assert_allclose(chunk["policy"].sum(axis=1), 1.0, atol=1e-5)
+    # komi 7.5: no draws, so every value target is a win or a loss, from the side to move's
+    # view: it flips with the side to move within a game.
+    games = split_games(chunk)
+    assert set(np.unique(chunk["value"])) <= {-1.0, 1.0}
+    for game in games:
+        side = chunk["planes"][game, 0, 0, SIDE_TO_MOVE_PLANE].astype(np.float32) * 2 - 1
+        assert (np.diff(side) != 0).all(), "players alternate"
+        assert len(np.unique(chunk["value"][game] * side)) == 1, "one result per game"
+
+    state, counters = read_checkpoint(run, 1)
+    assert counters["iteration"] == 1
+    assert counters["positions"] == positions and counters["games"] == len(games)
+    assert counters["train_steps"] == math.ceil(positions * TINY.sample_reuse / TINY.train_batch_size)
+    assert int(state["trainer.step"]) == counters["train_steps"]
+    assert any(name.startswith("model.") for name in state)
+
+    [record] = metrics(run)
+    assert DOCUMENTED_FIELDS <= set(record)
+    assert TRAINING_FIELDS <= set(record)  # tiny's min_replay (32) is below one iteration
+    assert record["iteration"] == 1
+    assert (record["positions"], record["games"]) == (positions, len(games))
+    assert record["train_steps"] == counters["train_steps"]
+    assert record["wall_time_s"] > 0
+    assert record["selfplay_positions_per_s"] > 0 and record["nn_evals_per_s"] > 0
+    assert 0 <= record["win_rate_random"] <= 1 and record["random_games"] == 4
+    assert math.isfinite(record["loss_policy"]) and record["loss_policy"] > 0
+    assert math.isfinite(record["loss_value"]) and record["loss_value"] >= 0
+    assert "iter    1" in out  # the one-line summary
+
+
+def test_one_iteration_writes_a_readable_sample_game_and_tensorboard_events(one_iteration):
+    run, _, _ = one_iteration
+    board_size, komi, moves = sgf_to_moves((run / "sgf" / "iter_000001_game_0.sgf").read_bytes())
+    assert (board_size, komi) == (5, TINY.komi)
+    assert len(moves) > 5
+    assert [colour for colour, _ in moves[:4]] == [1, -1, 1, -1]
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_losses_are_absent_until_the_replay_buffer_reaches_min_replay(tmp_path):
+    run = tmp_path / "run"
+    # 8 games of at most 50 moves cannot fill 1000 positions in one iteration.
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1000")
+    assert code == 0, err
+    [first] = metrics(run)
+    assert not TRAINING_FIELDS & set(first), "missing losses must be absent, not zero"
+    assert first["train_steps"] == 0
+    assert DOCUMENTED_FIELDS - TRAINING_FIELDS <= set(first)
+    assert "training waits for the replay buffer" in out
+
+    # min_replay may change on resume (it shapes neither positions nor the net).
+    code, out, err = run_main(run, "--iterations", "2", "--min_replay", "32")
+    assert code == 0, err
+    assert "resumed" in err and "after iteration 1" in err
+    first_again, second = metrics(run)
+    assert first_again == first
+    assert TRAINING_FIELDS <= set(second) and second["train_steps"] > 0
+    assert Config.from_json((run / "config.json").read_text()).min_replay == 32
+    assert_consistent(run)
+
+
+# Refusals.
+
+@pytest.fixture(scope="module")
+def three_iterations(tmp_path_factory):
+    run = tmp_path_factory.mktemp("three_iterations") / "run"
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    assert_consistent(run)
+    return run
+
+
+@pytest.mark.parametrize("change, field", [
+    (["--board_size", "7"], "board_size"),
+    (["--filters", "16"], "filters"),
+    (["--blocks", "2"], "blocks"),
+    (["--history", "2"], "history"),
+], ids=["board_size", "filters", "blocks", "history"])
+def test_incompatible_resume_is_refused_and_leaves_the_run_untouched(
+        three_iterations, tmp_path, change, field):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    before = snapshot(run)
+    result = subprocess.run(
+        [sys.executable, "bp_tree.py", "--run", str(run), *TINY_ARGS, "--iterations", "4", *change],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "cannot resume" in result.stderr and field in result.stderr
+    assert "Traceback" not in result.stderr
+    assert snapshot(run) == before
+
+
+def garble(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+    path.write_bytes(bytes(data))
+
+
+def truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage", [truncate, garble, empty])
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_iteration(
+        three_iterations, tmp_path, damage):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    complete_lines = metrics_lines(run)[:2]
+    _, counters_2 = read_checkpoint(run, 2)
+    damage(run / "checkpoints" / "ckpt_000003.npz")
+
+    # Resuming without playing on shows what the fallback removed.
+    code, _, err = run_main(run, "--iterations", "2")
+    assert code == 0, err
+    assert "ckpt_000003.npz is unreadable" in err and "falling back" in err
+    assert "after iteration 2" in err
+    assert "discarding replay chunk of incomplete iteration 3" in err
+    assert chunk_iterations(run) == [1, 2]
+    assert metrics_lines(run) == complete_lines
+
+    # The same command as before plays iteration 3 again on top of iteration 2, counted once.
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    assert "falling back" in err and "after iteration 2" in err
+    assert metrics_lines(run)[:2] == complete_lines
+    records = assert_consistent(run)
+    _, counters_3 = read_checkpoint(run, 3)
+    assert counters_3["iteration"] == 3
+    assert counters_3["positions"] - counters_2["positions"] == len(read_chunk(run, 3)["value"])
+    assert counters_3["train_steps"] > counters_2["train_steps"]
+    assert records[2]["games"] > counters_2["games"]
+
+
+def test_no_readable_checkpoint_stops_with_a_message_and_deletes_nothing(three_iterations, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    for iteration in checkpoint_iterations(run):
+        garble(run / "checkpoints" / f"ckpt_{iteration:06d}.npz")
+    kept = {name: value for name, value in snapshot(run).items()
+            if name.startswith(("checkpoints", "replay", "metrics"))}
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        bp_tree.main(["--run", str(run), *TINY_ARGS, "--iterations", "4"])
+    assert exit_info.value.code == 2  # a refusal, which run.sh does not retry
+    assert "no readable checkpoint" in err.getvalue()
+    assert {name: value for name, value in snapshot(run).items() if name in kept} == kept
+
+
+# Kill and resume.
+
+class LoopProcess:
+    """bp_tree.py in a subprocess with its output in files, as run.sh starts it."""
+    started: list["LoopProcess"] = []
+
+    def __init__(self, run: Path, iterations: int, name: str):
+        self.stdout_path = run.parent / f"{name}.out"
+        self.stderr_path = run.parent / f"{name}.err"
+        with open(self.stdout_path, "w") as out, open(self.stderr_path, "w") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "bp_tree.py", "--run", str(run), *TINY_ARGS,
+                 "--iterations", str(iterations)],
+                cwd=PROJECT_ROOT, stdout=out, stderr=err)
+        LoopProcess.started.append(self)
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+    def wait_until(self, condition, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if self.process.poll() is not None:
+                pytest.fail(f"bp_tree.py exited ({self.process.returncode}) early:\n{self.stderr}")
+            if time.monotonic() > deadline:
+                self.kill()
+                pytest.fail(f"timed out waiting:\n{self.stderr}")
+            time.sleep(0.001)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def resumed_after(self) -> int | None:
+        for line in self.stderr.splitlines():
+            if line.startswith("resumed "):
+                return int(line.split("after iteration ")[1].split(":")[0])
+        return None
+
+
+@pytest.fixture
+def no_process_left_behind():
+    yield
+    while LoopProcess.started:
+        LoopProcess.started.pop().kill()
+
+
+def test_killed_runs_resume_from_the_last_complete_checkpoint(tmp_path, no_process_left_behind):
+    run = tmp_path / "run"
+    total_iterations = 8
+    complete_lines: list[str] = []   # metrics lines of the iterations complete so far
+    orphans: dict[Path, tuple] = {}  # replay chunks of iterations a kill left unfinished
+
+    def newest_checkpoint() -> int:
+        return checkpoint_iterations(run)[-1]
+
+    def check_after_kill() -> None:
+        """Lines of complete iterations are never rewritten; remember them for later, and
+        the identity of any replay chunk whose iteration has no checkpoint."""
+        nonlocal complete_lines, orphans
+        latest = newest_checkpoint()
+        lines = [line for line in metrics_lines(run)
+                 if line.endswith("\n") and json.loads(line)["iteration"] <= latest]
+        assert lines[:len(complete_lines)] == complete_lines
+        complete_lines = lines
+        paths = [run / "replay" / f"chunk_{i:06d}.npz" for i in chunk_iterations(run) if i > latest]
+        orphans = {path: (path.stat().st_ino, path.stat().st_mtime_ns) for path in paths}
+
+    def resume(name: str) -> LoopProcess:
+        """The same command again: it says where it resumed, having removed what the killed
+        iteration left (a chunk there now is a new file), then completes an iteration."""
+        latest = newest_checkpoint()
+        process = LoopProcess(run, total_iterations, name)
+        process.wait_until(lambda: process.resumed_after() is not None)
+        assert process.resumed_after() == latest
+        for path, identity in orphans.items():
+            assert not path.exists() or (path.stat().st_ino, path.stat().st_mtime_ns) != identity, \
+                f"{path.name} of the killed iteration was kept"
+        process.wait_until(lambda: newest_checkpoint() > latest)
+        return process
+
+    # Right after the first checkpoint is written.
+    first = LoopProcess(run, total_iterations, "first")
+    first.wait_until(lambda: (run / "checkpoints" / "ckpt_000001.npz").exists())
+    first.kill()
+    check_after_kill()
+
+    # Mid-iteration, between the iteration's replay chunk and its checkpoint (the window is
+    # training plus evaluation, tens of milliseconds: try again if a kill comes too late).
+    for attempt in range(3):
+        process = resume(f"chunk_{attempt}")
+        in_flight = newest_checkpoint() + 1
+        process.wait_until(lambda: (run / "replay" / f"chunk_{in_flight:06d}.npz").exists())
+        process.kill()
+        check_after_kill()
+        if orphans:
+            break
+    assert orphans, "no kill landed between a replay chunk and its checkpoint"
+
+    # At two other moments after a checkpoint: in self-play, training or evaluation.
+    for delay in (0.05, 0.15):
+        process = resume(f"delay_{delay}")
+        time.sleep(delay)
+        process.kill()
+        check_after_kill()
+    assert newest_checkpoint() < total_iterations
+
+    # The same command once more runs to the end.
+    latest = newest_checkpoint()
+    last = LoopProcess(run, total_iterations, "last")
+    last.wait_until(lambda: last.resumed_after() is not None)
+    assert not [path for path, identity in orphans.items() if path.exists()
+                and (path.stat().st_ino, path.stat().st_mtime_ns) == identity]
+    assert last.process.wait(timeout=120) == 0, last.stderr
+    assert last.resumed_after() == latest
+    records = assert_consistent(run)
+    assert records[-1]["iteration"] == total_iterations
+    assert metrics_lines(run)[:len(complete_lines)] == complete_lines
+
+
+# The replay buffer.
+
+def test_replay_samples_are_symmetric_images_of_stored_positions():
+    rng = np.random.default_rng(7)
+    stored = 5
+    planes = rng.integers(0, 2, (stored, 5, 5, TINY.input_planes)).astype(np.uint8)
+    policy = rng.random((stored, 26)).astype(np.float32)
+    policy /= policy.sum(axis=1, keepdims=True)
+    value = (np.array([1, -1, 1, -1, 1]) * np.arange(1, stored + 1) / stored).astype(np.float32)
+    buffer = ReplayBuffer(capacity=16, board_size=5, input_planes=TINY.input_planes)
+    buffer.add(planes, policy, value)
+
+    sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))
+    images = {}  # every (stored position, symmetry) pair: its planes, policy and value
+    for k in range(8):
+        for i in range(stored):
+            key = (symmetries.transform_planes(planes[i:i + 1].astype(np.float32), k).tobytes(),
+                   symmetries.transform_policy(policy[i:i + 1], k).tobytes(),
+                   value[i:i + 1].tobytes())
+            images[key] = (i, k)
+    seen = set()
+    for j in range(64):
+        key = (sampled_planes[j:j + 1].astype(np.float32).tobytes(),
+               sampled_policy[j:j + 1].astype(np.float32).tobytes(),
+               sampled_value[j:j + 1].astype(np.float32).tobytes())
+        assert key in images, f"sample {j} is no symmetric image of a stored position"
+        seen.add(images[key])
+    assert len({k for _, k in seen}) > 4 and len({i for i, _ in seen}) == stored
