@@ -1,0 +1,503 @@
+"""The Pygame GUI: its geometry and command logic as plain functions, a game session against
+scripted stand-in nets (no TensorFlow), and the real window driven headless
+(SDL_VIDEODRIVER=dummy) against the fixture run's net, checking the pixels it draws.
+
+Positions are 5x5 boards; flat index = row * 5 + col with row 0 at the top, so C3 (the
+centre) is 12, A5 (top left) is 0 and pass is 25.
+"""
+import os
+
+os.environ["SDL_VIDEODRIVER"] = "dummy"        # no window, on any machine
+os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import json  # noqa: E402
+import shutil  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from gui.controls import (BUTTONS, Command, command_for_click, command_for_key, dispatch,  # noqa: E402
+                          layout_buttons)
+from gui.geometry import BoardGeometry  # noqa: E402
+from gui.session import BLACK, WHITE, GameSession  # noqa: E402
+from gui.territory import area_counts, area_ownership  # noqa: E402
+from kernels import GoBatch  # noqa: E402
+from search_driver import SearchingGames, SearchSettings  # noqa: E402
+from sgf_records import sgf_to_moves  # noqa: E402
+
+FIXTURE_RUN = Path(__file__).resolve().parent.parent / "notebooks" / "fixture_run"
+N = 5
+PASS = N * N
+CENTRE, A5, B5, A4, E1 = 12, 0, 1, 5, 24
+
+
+def board_from_ascii(text: str) -> np.ndarray:
+    rows = [line.split() for line in text.strip().splitlines()]
+    return np.array([[{"X": 1, "O": -1, ".": 0}[ch] for ch in row] for row in rows], np.int8)
+
+
+# Geometry.
+
+@pytest.mark.parametrize("board_size", [2, 5, 9, 19])
+def test_every_point_maps_to_its_pixel_and_back(board_size):
+    geometry = BoardGeometry(board_size, size=600, origin=(10, 20), margin=30)
+    half = geometry.cell / 2 - 1
+    for move in range(board_size * board_size):
+        x, y = geometry.move_to_pixel(move)
+        assert geometry.pixel_to_move(x, y) == move
+        # Anywhere in the point's cell selects it, not a neighbour.
+        for dx, dy in ((-half, -half), (half, half), (-half, half), (half, -half)):
+            assert geometry.pixel_to_move(x + dx, y + dy) == move
+    assert geometry.move_to_pixel(board_size * board_size) is None  # pass has no pixel
+
+
+def test_point_pixels_are_where_the_grid_is():
+    geometry = BoardGeometry(9, size=500, origin=(0, 0), margin=25)   # cell = 50 px
+    assert geometry.cell == 50
+    assert geometry.point_to_pixel(0, 0) == (50, 50)          # A9, top left
+    assert geometry.point_to_pixel(0, 8) == (450, 50)         # J9, top right
+    assert geometry.point_to_pixel(8, 0) == (50, 450)         # A1, bottom left
+    assert geometry.pixel_to_point(74, 26) == (0, 0)
+    assert geometry.pixel_to_point(76, 26) == (0, 1)          # past the cell's edge: B9
+    assert geometry.pixel_to_point(26, 76) == (1, 0)
+
+
+def test_clicks_on_the_margin_or_outside_select_no_point():
+    geometry = BoardGeometry(9, size=500, origin=(100, 0), margin=25)
+    for x, y in ((110, 250), (300, 10), (590, 250), (300, 490), (50, 50), (700, 250), (300, -5)):
+        assert geometry.pixel_to_point(x, y) is None
+    assert geometry.contains(110, 250) and not geometry.contains(50, 50)
+
+
+def test_labels_follow_gtp_coordinates():
+    assert BoardGeometry(9).column_labels() == list("ABCDEFGHJ")        # no I
+    assert BoardGeometry(9).row_labels() == [str(r) for r in range(9, 0, -1)]   # 9 at the top
+    assert BoardGeometry(19).column_labels()[-1] == "T"
+
+
+def test_star_points():
+    assert set(BoardGeometry(9).star_points()) == {(2, 2), (2, 6), (6, 2), (6, 6), (4, 4)}
+    assert len(BoardGeometry(19).star_points()) == 9
+    assert (3, 9) in BoardGeometry(19).star_points()
+    assert BoardGeometry(5).star_points() == []
+
+
+def test_too_small_a_board_square_is_refused():
+    with pytest.raises(ValueError, match="too few"):
+        BoardGeometry(19, size=60, margin=20)
+
+
+# Keys, clicks, buttons.
+
+def test_keys_map_to_commands():
+    assert command_for_key("p") is Command.PASS
+    assert command_for_key("u") is command_for_key("backspace") is Command.UNDO
+    assert command_for_key("r") is Command.RESIGN
+    assert command_for_key("n") is Command.NEW_GAME
+    assert command_for_key("c") is Command.SWAP_COLOURS
+    assert command_for_key("s") is Command.SAVE_SGF
+    assert command_for_key("h") is Command.TOGGLE_OVERLAY
+    assert command_for_key("m") is Command.TOGGLE_SEARCH
+    assert command_for_key("escape") is Command.QUIT
+    assert command_for_key("x") is None and command_for_key("space") is None
+
+
+def test_clicks_map_to_points_buttons_or_nothing():
+    geometry = BoardGeometry(N, size=400, margin=20)
+    buttons = layout_buttons(420, 100, 200)
+    assert command_for_click(*geometry.move_to_pixel(CENTRE), geometry, buttons) == (Command.PLAY, CENTRE)
+    for button in buttons:
+        assert command_for_click(*button.centre, geometry, buttons) == (button.command, None)
+    assert command_for_click(5, 5, geometry, buttons) is None           # board margin
+    assert command_for_click(520, 20, geometry, buttons) is None        # empty panel
+
+
+def test_buttons_cover_every_command_without_overlapping():
+    buttons = layout_buttons(700, 420, 290)
+    assert {b.command for b in buttons} == {command for command, _, _ in BUTTONS}
+    assert {Command.PASS, Command.UNDO, Command.RESIGN, Command.NEW_GAME, Command.SWAP_COLOURS,
+            Command.SAVE_SGF} <= {b.command for b in buttons}
+    for index, first in enumerate(buttons):
+        for second in buttons[index + 1:]:
+            assert not any(first.contains(*corner) for corner in corners(second.rect))
+
+
+def corners(rect):
+    x, y, w, h = rect
+    return [(x, y), (x + w - 1, y), (x, y + h - 1), (x + w - 1, y + h - 1)]
+
+
+# Area ownership (drawn at the end of a game) agrees with the engine's score.
+
+def test_area_ownership_of_a_small_position():
+    board = board_from_ascii("""
+        . X O . .
+        X X O . .
+        . X O O O
+        X X O . .
+        . X O . .""")
+    owner = area_ownership(board)
+    assert (owner[:, :2] == 1).all() and (owner[:, 2:] == -1).all()
+    assert area_counts(board) == (10, 15)
+    assert area_counts(np.zeros((5, 5), np.int8)) == (0, 0)        # an empty board is nobody's
+    mixed = board_from_ascii("X . O\n. . .\n. . .")
+    assert area_counts(mixed) == (1, 1)                            # the region touches both
+
+
+def test_area_counts_match_the_engine_score_on_random_positions():
+    go = GoBatch(64, 7, komi=7.5, seed=3)
+    for _ in range(40):
+        go.play(go.random_moves(include_pass=False))
+    scores, boards = go.score(), go.board()
+    for board, score in zip(boards, scores):
+        black, white = area_counts(board)
+        assert black - white - 7.5 == score
+
+
+# A game session against stand-in nets.
+
+class ScriptedNet:
+    """Puts nearly all of its policy on the next move of a script (one move per call: in
+    policy mode the session evaluates once per net move), then on pass. Value +0.5."""
+
+    def __init__(self, moves=()):
+        self.moves = list(moves)
+
+    def __call__(self, planes):
+        k = len(planes)
+        policy = np.full((k, PASS + 1), 1e-4, np.float32)
+        policy[:, self.moves.pop(0) if self.moves else PASS] = 1.0
+        return policy, np.full(k, 0.5, np.float32)
+
+
+class SlowUniformNet:
+    """A uniform policy and value 0, taking `delay` seconds per call, counting its calls."""
+
+    def __init__(self, delay=0.0):
+        self.delay = delay
+        self.calls = 0
+        self.threads = set()
+
+    def __call__(self, planes):
+        self.calls += 1
+        self.threads.add(threading.current_thread().name)
+        time.sleep(self.delay)
+        k = len(planes)
+        return np.full((k, PASS + 1), 1 / (PASS + 1), np.float32), np.zeros(k, np.float32)
+
+
+def make_session(net, simulations=0, human_colour=BLACK, budget=16, sensible=False):
+    driver = SearchingGames(1, N, komi=7.5, superko=False, max_moves=2 * N * N, history=1,
+                            settings=SearchSettings(simulations=budget, sensible_moves_only=sensible),
+                            evaluator=net, seed=0, num_threads=1)
+    return GameSession(driver, simulations=simulations, human_colour=human_colour, chunk=4,
+                       net_name="test net")
+
+
+def test_human_move_then_the_net_answers():
+    session = make_session(ScriptedNet([A5]))
+    assert session.play(CENTRE)
+    assert session.net_to_move
+    session.wait()
+    view = session.view
+    assert view.board[2, 2] == BLACK and view.board[0, 0] == WHITE
+    assert view.moves == (CENTRE, A5) and view.last_move == A5
+    assert view.to_play == BLACK and "A5" in session.message
+
+
+def test_illegal_clicks_are_refused_with_a_reason_and_change_nothing():
+    session = make_session(ScriptedNet([B5, A4]))
+    session.play(CENTRE)
+    session.wait()
+    before = session.view
+    assert not session.play(CENTRE)
+    assert "occupied" in session.message
+    assert session.view is before
+    session.play(E1)
+    session.wait()                            # white now holds B5 and A4 around the corner A5
+    assert not session.play(A5)
+    assert "A5 is illegal" in session.message and "suicide" in session.message
+    assert session.view.moves == (CENTRE, B5, E1, A4) and session.view.to_play == BLACK
+
+
+def test_clicks_while_the_net_thinks_are_refused():
+    session = make_session(SlowUniformNet(delay=0.005), simulations=16)
+    session.play(CENTRE)
+    session.step()
+    assert session.thinking
+    assert not session.play(A5)
+    assert "thinking" in session.message
+    session.wait()
+    assert not session.thinking and len(session.view.moves) == 2
+
+
+def test_the_net_thinks_in_a_thread_and_the_caller_stays_responsive():
+    net = SlowUniformNet(delay=0.04)          # 16 simulations take at least 0.64 s
+    session = make_session(net, simulations=16)
+    session.play(CENTRE)
+    seen_progress, slowest_step = set(), 0.0
+    while True:
+        started = time.perf_counter()
+        session.step()
+        slowest_step = max(slowest_step, time.perf_counter() - started)
+        analysis = session.current_analysis()
+        if analysis is not None:
+            seen_progress.add(analysis.simulations)
+        if not session.busy:
+            break
+        time.sleep(0.005)
+    assert slowest_step < 0.15
+    assert threading.main_thread().name not in net.threads
+    assert len(seen_progress) > 1, "progress should be visible while the search grows"
+    assert len(session.view.moves) == 2
+    analysis = session.analysis
+    assert analysis.simulations == 16 and analysis.visits.sum() >= 16
+    assert analysis.move == session.view.moves[-1]
+
+
+def test_undo_takes_back_the_humans_move_and_the_nets_reply():
+    session = make_session(ScriptedNet([A5, B5]))
+    empty = session.view.board.copy()
+    session.play(CENTRE)
+    session.wait()
+    after_first = session.view.board.copy()
+    session.play(E1)
+    session.wait()
+    assert session.undo()
+    assert session.view.moves == (CENTRE, A5)
+    assert (session.view.board == after_first).all() and session.view.to_play == BLACK
+    assert session.undo()
+    assert (session.view.board == empty).all() and session.view.moves == ()
+    assert not session.undo() and "Nothing" in session.message
+
+
+def test_undo_while_the_net_thinks_takes_back_the_humans_move():
+    session = make_session(SlowUniformNet(delay=0.01), simulations=16)
+    session.play(CENTRE)
+    session.step()
+    assert session.thinking
+    assert session.undo()
+    assert not session.busy and session.view.moves == () and session.view.to_play == BLACK
+
+
+def test_two_passes_end_the_game_with_the_engines_area_score():
+    session = make_session(ScriptedNet([A5]))       # then the net passes
+    session.play(CENTRE)
+    session.wait()
+    session.play(E1)
+    session.wait()                                   # the net passes
+    assert not session.over and "passes" in session.message
+    assert session.human_pass()
+    view = session.view
+    assert view.over and view.moves == (CENTRE, A5, E1, PASS, PASS)
+    assert view.score == session.go.score()[0]
+    black, white = view.areas
+    assert (black, white) == (2, 1)                   # stones only: every region touches both
+    assert view.score == black - white - 7.5
+    assert view.result == "W+6.5" and "W+6.5" in session.message
+    assert not session.play(A4) and "over" in session.message
+    assert session.undo() and not session.over     # undo reopens a finished game
+
+
+def test_resign_and_take_it_back():
+    session = make_session(ScriptedNet([A5]))
+    session.play(CENTRE)
+    session.wait()
+    assert session.resign()
+    assert session.over and session.view.result == "W+R"
+    session.step()
+    assert not session.busy
+    assert session.undo() and not session.over and session.view.moves == (CENTRE, A5)
+
+
+def test_swap_colours_hands_the_move_to_the_net():
+    session = make_session(ScriptedNet([CENTRE]))
+    assert session.swap_colours()
+    assert session.human_colour == WHITE and session.net_to_move
+    session.wait()
+    assert session.view.board[2, 2] == BLACK and session.view.to_play == WHITE
+
+
+def test_new_game_as_white_the_net_opens():
+    session = make_session(ScriptedNet([A5, B5, CENTRE]), human_colour=WHITE)
+    session.wait()
+    assert session.view.moves == (A5,)
+    session.play(E1)
+    session.wait()
+    assert session.view.moves == (A5, E1, B5)
+    assert session.new_game()
+    assert session.view.moves == () and session.view.board.sum() == 0 and not session.over
+    session.wait()
+    assert session.view.moves == (CENTRE,)
+
+
+def test_save_sgf_writes_the_game(tmp_path):
+    session = make_session(ScriptedNet([A5]))
+    session.play(CENTRE)
+    session.wait()
+    session.play(PASS)
+    session.wait()                                  # the net passes: the game is over
+    path = session.save_sgf(tmp_path / "games")
+    assert path.parent == tmp_path / "games" and path.suffix == ".sgf"
+    board_size, komi, moves = sgf_to_moves(path.read_bytes())
+    assert (board_size, komi) == (N, 7.5)
+    assert moves == [(1, CENTRE), (-1, A5), (1, PASS), (-1, PASS)]
+    text = path.read_text()
+    assert "PB[human]" in text and "PW[test net]" in text and "RE[W+7.5]" in text
+    assert session.save_sgf(tmp_path / "games") != path     # a second save does not overwrite
+
+
+def test_heatmap_analyses_the_humans_position_policy_and_search():
+    session = make_session(SlowUniformNet(), simulations=0)
+    session.toggle_overlay()
+    session.wait()
+    analysis = session.current_analysis()
+    assert analysis is not None and analysis.visits is None
+    assert analysis.priors.sum() == pytest.approx(1.0) and analysis.black_win_chance == 0.5
+    session.toggle_search()
+    assert session.simulations == 16 and session.current_analysis() is None
+    session.wait()
+    analysis = session.current_analysis()
+    assert analysis.visits.sum() >= 16 and analysis.heat().max() == 1.0
+    assert session.view.moves == ()                 # analysing is not playing
+
+
+def test_dispatch_applies_key_commands(tmp_path):
+    session = make_session(ScriptedNet([A5]))
+    assert dispatch(session, Command.PLAY, CENTRE)
+    session.wait()
+    assert dispatch(session, command_for_key("p"))
+    assert session.view.moves[-1] == PASS
+    session.wait()
+    assert session.over
+    assert dispatch(session, command_for_key("s"), save_dir=tmp_path)
+    assert list(tmp_path.glob("*.sgf"))
+    assert dispatch(session, command_for_key("u"))
+    assert not session.over and session.view.moves == (CENTRE, A5)
+    assert dispatch(session, command_for_key("r")) and session.view.result == "W+R"
+    assert dispatch(session, command_for_key("n")) and session.view.moves == ()
+    assert dispatch(session, command_for_key("c")) and session.human_colour == WHITE
+    assert not dispatch(session, command_for_key("escape"))
+    session.close()
+
+
+# The window, headless, against the fixture run's net.
+
+def test_a_run_without_a_checkpoint_gets_a_message_not_a_traceback(tmp_path, capsys):
+    import play_network_gui
+    run = tmp_path / "young_run"
+    run.mkdir()
+    shutil.copy(FIXTURE_RUN / "config.json", run / "config.json")
+    assert play_network_gui.main(["--run", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint yet" in err and "Traceback" not in err
+    assert play_network_gui.main(["--run", str(tmp_path / "missing")]) == 2
+    assert "no run directory" in capsys.readouterr().err
+
+
+def test_a_board_size_other_than_the_runs_is_refused(capsys):
+    import play_network_gui
+    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--size", "9"]) == 2
+    err = capsys.readouterr().err
+    assert "--size 9 does not match" in err and "5x5" in err
+
+
+def test_a_missing_checkpoint_iteration_is_refused(capsys):
+    import play_network_gui
+    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--checkpoint", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "no checkpoint of iteration 1" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def app():
+    import play_network_gui
+    assert json.loads((FIXTURE_RUN / "config.json").read_text())["board_size"] == N
+    args = play_network_gui.parse_args(["--run", str(FIXTURE_RUN), "--sims", "8"])
+    session, _ = play_network_gui.load_session(args)
+    window = play_network_gui.App(session)
+    yield window
+    window.close()
+
+
+def click(app, x, y):
+    import pygame
+    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=(x, y), button=1))
+    return settle(app)
+
+
+def press(app, key):
+    import pygame
+    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=key, mod=0, unicode=""))
+    return settle(app)
+
+
+def settle(app):
+    """Frames until the net has answered (it thinks in a thread)."""
+    running = app.frame()
+    app.session.wait()
+    app.frame()
+    return running
+
+
+def assert_drawn(app):
+    """Every point shows what the game holds: a dark stone, a light stone, or wood."""
+    surface = app.draw()
+    geometry = app.renderer.geometry
+    offset = int(geometry.stone_radius * 0.45)   # off the grid lines and the last-move dot
+    for row in range(N):
+        for col in range(N):
+            x, y = geometry.point_to_pixel(row, col)
+            red, green, blue, _ = surface.get_at((x + offset, y + offset))
+            stone = app.session.view.board[row, col]
+            if stone == BLACK:
+                assert red + green + blue < 150, (row, col)
+            elif stone == WHITE:
+                assert min(red, green, blue) > 200, (row, col)
+            else:
+                assert red > green > blue and red > 150 and blue < 160, (row, col)
+    last = app.session.view.last_move
+    if last is not None and last != PASS:
+        red, green, blue, _ = surface.get_at(geometry.move_to_pixel(last))
+        assert red > 180 and green < 90 and blue < 90, "the last move carries a red marker"
+
+
+def test_headless_window_clicks_keys_and_pixels(app):
+    import pygame
+    session, geometry = app.session, app.renderer.geometry
+    assert session.view.moves == ()
+    assert_drawn(app)
+
+    assert click(app, *geometry.move_to_pixel(CENTRE))
+    assert session.view.board[2, 2] == BLACK
+    assert len(session.view.moves) == 2 and (session.view.board == WHITE).sum() == 1
+    net_reply = session.view.moves[1]
+    assert_drawn(app)
+
+    before = session.view.board.copy()
+    assert click(app, *geometry.move_to_pixel(CENTRE))          # occupied: refused
+    assert "occupied" in session.message and (session.view.board == before).all()
+
+    assert press(app, pygame.K_u)                                # undo both moves
+    assert session.view.moves == () and session.view.board.sum() == 0
+    assert_drawn(app)
+
+    free = next(m for m in range(PASS) if m != net_reply)
+    assert click(app, *geometry.move_to_pixel(free))
+    assert session.view.moves[0] == free and len(session.view.moves) == 2
+    pass_button = next(b for b in app.renderer.buttons if b.command is Command.PASS)
+    assert click(app, *pass_button.centre)                      # pass by the button
+    assert session.view.moves[2] == PASS and len(session.view.moves) == 4
+    assert press(app, pygame.K_p)                               # pass by the key
+    assert session.view.moves[4] == PASS
+    assert_drawn(app)
+
+    assert press(app, pygame.K_h)                               # heatmap of the search
+    analysis = session.current_analysis()
+    if not session.over:
+        assert analysis is not None and analysis.visits is not None
+    assert not press(app, pygame.K_ESCAPE)

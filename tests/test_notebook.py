@@ -1,0 +1,129 @@
+"""notebooks/training_visualizations.ipynb executed end to end on a fresh kernel (nbclient,
+MPLBACKEND=Agg): against the shipped fixture run, and against a run just produced by one
+`tiny` iteration of bp_tree.py (no GNU Go or rating fields yet). The final boards it draws
+are checked against the rules engine replaying the same SGF records.
+"""
+import contextlib
+import io
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from nbclient import NotebookClient
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from kernels import GoBatch, coords  # noqa: E402
+from sgf_records import sgf_to_moves  # noqa: E402
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK = NOTEBOOKS / "training_visualizations.ipynb"
+FIXTURE_RUN = NOTEBOOKS / "fixture_run"
+
+# Appended to the executed copy: what the notebook drew, as data.
+REPORT_CELL = """print("REPORT " + json.dumps({
+    "not_measured": not_measured,
+    "games": [{"path": str(game["path"]),
+               "stones": [[colour, list(point)] for colour, point in
+                          game["board"].list_occupied_points()]} for game in recent_games]}))"""
+
+
+def execute(monkeypatch, run_dir: Path | None) -> tuple[dict, int]:
+    """Run every cell in a fresh kernel; returns (the report, number of PNG figures)."""
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    if run_dir is None:
+        monkeypatch.delenv("RUN_DIR", raising=False)
+    else:
+        monkeypatch.setenv("RUN_DIR", str(run_dir))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook.cells.append(nbformat.v4.new_code_cell(REPORT_CELL))
+    NotebookClient(notebook, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    outputs = [output for cell in notebook.cells for output in cell.get("outputs", [])]
+    errors = [output for output in outputs if output.get("output_type") == "error"]
+    assert not errors, errors
+    figures = sum("image/png" in output.get("data", {}) for output in outputs)
+    texts = "".join(output.get("text", "") for output in outputs
+                    if output.get("output_type") == "stream")
+    report = json.loads(texts.split("REPORT ", 1)[1].splitlines()[0])
+    return report, figures
+
+
+def engine_final_board(path: Path) -> np.ndarray:
+    board_size, komi, moves = sgf_to_moves(path.read_bytes())
+    go = GoBatch(1, board_size, komi=komi)
+    for _, move in moves:
+        go.play(np.array([move]))
+    return go.board()[0]
+
+
+def assert_boards_match_the_engine(report: dict) -> None:
+    assert report["games"], "the notebook should draw at least one recent game"
+    for game in report["games"]:
+        expected = engine_final_board(Path(game["path"]))
+        drawn = np.zeros_like(expected)
+        for colour, point in game["stones"]:
+            row, col = coords.from_flat(coords.from_sgfmill(tuple(point), len(expected)),
+                                        len(expected))
+            drawn[row, col] = 1 if colour == "b" else -1
+        np.testing.assert_array_equal(drawn, expected, err_msg=game["path"])
+
+
+def test_the_notebook_is_stored_without_outputs_and_has_one_parameter_cell():
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(notebook)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    parameters = [cell for cell in code if "parameters" in cell.metadata.get("tags", [])]
+    assert len(parameters) == 1 and 'os.environ.get("RUN_DIR")' in parameters[0].source
+
+
+def test_the_fixture_run_is_small_and_has_hand_written_gnugo_fields():
+    size = sum(path.stat().st_size for path in FIXTURE_RUN.rglob("*") if path.is_file())
+    assert size < 2_000_000
+    records = [json.loads(line) for line in (FIXTURE_RUN / "metrics.jsonl").read_text().splitlines()]
+    measured = [r for r in records if "win_rate_gnugo" in r]
+    assert measured and len(measured) < len(records)
+    assert all("gnugo_level" in r and "elo" in r for r in measured)
+    assert list((FIXTURE_RUN / "checkpoints").glob("ckpt_*.npz"))    # the GUI tests play it
+
+
+def test_the_notebook_runs_on_the_fixture_run(monkeypatch):
+    report, figures = execute(monkeypatch, None)
+    assert figures == 3                      # main figure, self-play games, recent boards
+    assert report["not_measured"] == []      # the fixture exercises every panel
+    assert len(report["games"]) == 3
+    assert_boards_match_the_engine(report)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    import bp_tree
+    run = tmp_path_factory.mktemp("notebook") / "tiny_run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "1",
+                             "--positions_per_iteration", "64", "--eval_games_random", "4"])
+    assert code == 0
+    return run
+
+
+def test_the_notebook_runs_on_a_fresh_tiny_run(monkeypatch, tiny_run):
+    report, figures = execute(monkeypatch, tiny_run)
+    assert figures == 3
+    missing = set(report["not_measured"])
+    assert {"win rate against GNU Go", "rating (Elo)", "rating over time"} <= missing
+    assert not any(what.startswith("losses") for what in missing)
+    assert_boards_match_the_engine(report)
+
+
+def test_the_notebook_runs_on_a_run_without_a_finished_iteration(monkeypatch, tmp_path):
+    run = tmp_path / "just_started"
+    run.mkdir()
+    (run / "config.json").write_text((FIXTURE_RUN / "config.json").read_text())
+    report, figures = execute(monkeypatch, run)
+    assert figures == 2                      # no SGF record yet: no boards
+    assert report["games"] == []
+    assert "win rate against random" in report["not_measured"]
