@@ -1,11 +1,55 @@
-"""SGF (FF[4]) game records through sgfmill: writing finished games, reading them back."""
+"""SGF (FF[4]) game records through sgfmill: writing games, reading them back.
+
+Conventions (coordinates through kernels/coords.py, as everywhere):
+- A pass is written as an empty value, `B[]` / `W[]`, as FF[4] says; sgfmill would write the
+  FF[3] form `tt`, so pass nodes are set raw. Reading accepts both.
+- Text values (comments, names) go through sgfmill, which escapes `]` and `\\`.
+- Only the main line is read; setup properties (AB, AW, AE, PL) are kept per node, so a
+  handicap or an edited position survives a round trip.
+"""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from sgfmill import sgf
 
 from kernels import coords
+
+
+@dataclass
+class SgfNode:
+    """One node of the main line. `colour` +1 black / -1 white with `move` a flat index
+    (pass = N*N), or colour 0 for a node without a move."""
+    colour: int = 0
+    move: int = -1
+    add_black: list[int] = field(default_factory=list)
+    add_white: list[int] = field(default_factory=list)
+    add_empty: list[int] = field(default_factory=list)
+    to_play: int = 0           # PL: +1 / -1, 0 when absent
+    comment: str = ""
+
+    @property
+    def has_setup(self) -> bool:
+        return bool(self.add_black or self.add_white or self.add_empty or self.to_play)
+
+
+@dataclass
+class SgfRecord:
+    """A game's main line; nodes[0] is the root (setup, comment, rarely a move)."""
+    board_size: int
+    komi: float | None = None  # None: no KM property
+    nodes: list[SgfNode] = field(default_factory=lambda: [SgfNode()])
+    handicap: int = 0
+    result: str = ""
+    black: str = ""
+    white: str = ""
+    rules: str = "Chinese"     # area scoring; positional superko is not implied
+
+    @property
+    def moves(self) -> list[tuple[int, int]]:
+        """[(colour +1/-1, flat move), ...] of the main line."""
+        return [(node.colour, node.move) for node in self.nodes if node.colour]
 
 
 def result_text(result: float, score: float, resigned: bool) -> str:
@@ -18,38 +62,84 @@ def result_text(result: float, score: float, resigned: bool) -> str:
     return f"{winner}+{abs(score):g}"
 
 
+def write_sgf(record: SgfRecord) -> bytes:
+    size = coords.check_board_size(record.board_size)
+    game = sgf.Sgf_game(size=size)
+    root = game.get_root()
+    if record.komi is not None:
+        root.set("KM", float(record.komi))
+    if record.rules:
+        root.set("RU", record.rules)
+    if record.handicap:
+        root.set("HA", int(record.handicap))
+    if record.result:
+        root.set("RE", record.result)
+    if record.black:
+        root.set("PB", record.black)
+    if record.white:
+        root.set("PW", record.white)
+    for index, item in enumerate(record.nodes or [SgfNode()]):
+        node = root if index == 0 else game.extend_main_sequence()
+        _write_node(node, item, size)
+    return game.serialise()
+
+
+def _write_node(node, item: SgfNode, size: int) -> None:
+    points = lambda moves: {coords.to_sgfmill(move, size) for move in moves}  # noqa: E731
+    if item.add_black or item.add_white or item.add_empty:
+        node.set_setup_stones(points(item.add_black), points(item.add_white),
+                              points(item.add_empty))
+    if item.to_play:
+        node.set("PL", "b" if item.to_play == 1 else "w")
+    if item.colour:
+        colour = "b" if item.colour == 1 else "w"
+        if item.move == coords.pass_move(size):
+            node.set_raw(colour.upper(), b"")   # FF[4] pass; sgfmill would write "tt"
+        else:
+            node.set_move(colour, coords.to_sgfmill(item.move, size))
+    if item.comment:
+        node.set("C", item.comment)
+
+
+def read_sgf(data: bytes) -> SgfRecord:
+    """The main line of the first game in `data`; ValueError if it is not a readable Go game
+    of size 2..19."""
+    game = sgf.Sgf_game.from_bytes(data)
+    size = coords.check_board_size(game.get_size())
+    root = game.get_root()
+    text = lambda node, name: node.get(name) if node.has_property(name) else ""  # noqa: E731
+    record = SgfRecord(board_size=size, nodes=[],
+                       komi=game.get_komi() if root.has_property("KM") else None,
+                       handicap=game.get_handicap() or 0, result=text(root, "RE"),
+                       black=text(root, "PB"), white=text(root, "PW"), rules=text(root, "RU"))
+    flat = lambda points: sorted(coords.from_sgfmill(p, size) for p in points)  # noqa: E731
+    for node in game.get_main_sequence():
+        colour, point = node.get_move()
+        black, white, empty = node.get_setup_stones()
+        to_play = node.get("PL") if node.has_property("PL") else None
+        record.nodes.append(SgfNode(
+            colour={"b": 1, "w": -1}.get(colour, 0),
+            move=coords.from_sgfmill(point, size) if colour else -1,
+            add_black=flat(black), add_white=flat(white), add_empty=flat(empty),
+            to_play={"b": 1, "w": -1}.get(to_play, 0), comment=text(node, "C")))
+    return record
+
+
 def game_to_sgf(board_size: int, komi: float, moves: list[int], result: str,
                 black: str = "", white: str = "", comment: str = "",
                 first_player: int = 1) -> bytes:
     """An SGF record of a game from the empty board; moves are flat indices, pass = N*N,
     alternating from `first_player` (+1 black)."""
-    game = sgf.Sgf_game(size=board_size)
-    root = game.get_root()
-    root.set("KM", float(komi))
-    root.set("RU", "Chinese")  # area scoring, positional superko is not implied
-    root.set("RE", result)
-    if black:
-        root.set("PB", black)
-    if white:
-        root.set("PW", white)
-    if comment:
-        root.set("C", comment)
-    colour = "b" if first_player == 1 else "w"
+    nodes = [SgfNode(comment=comment)]
+    colour = first_player
     for move in moves:
-        node = game.extend_main_sequence()
-        node.set_move(colour, coords.to_sgfmill(int(move), board_size))
-        colour = "w" if colour == "b" else "b"
-    return game.serialise()
+        nodes.append(SgfNode(colour=colour, move=int(move)))
+        colour = -colour
+    return write_sgf(SgfRecord(board_size=board_size, komi=komi, nodes=nodes, result=result,
+                               black=black, white=white))
 
 
 def sgf_to_moves(data: bytes) -> tuple[int, float, list[tuple[int, int]]]:
     """(board_size, komi, [(colour +1/-1, flat move), ...]) of an SGF game's main line."""
-    game = sgf.Sgf_game.from_bytes(data)
-    board_size = game.get_size()
-    moves = []
-    for node in game.get_main_sequence():
-        colour, point = node.get_move()
-        if colour is None:
-            continue
-        moves.append((1 if colour == "b" else -1, coords.from_sgfmill(point, board_size)))
-    return board_size, game.get_komi(), moves
+    record = read_sgf(data)
+    return record.board_size, record.komi or 0.0, record.moves
