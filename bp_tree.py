@@ -51,6 +51,7 @@ class TrainingLoop:
         self.rng = np.random.default_rng([config.seed, iteration])
         self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
+        self._reference = None  # (trainer, net) of the rating's reference checkpoint, lazily
         self.tf = tf
 
     def _resume(self) -> None:
@@ -126,13 +127,61 @@ class TrainingLoop:
             record.update(losses)
         if config.resign_threshold > -1 and batch.playthrough_resignations:
             record["false_resign_rate"] = batch.false_resignations / batch.playthrough_resignations
+        if config.gnugo_every and iteration % config.gnugo_every == 0:
+            record.update(self._rated_evaluations(iteration))
         run.append_metrics(record)
         self._tensorboard(record)
         # The checkpoint comes last: it is what makes this iteration complete.
+        rated = self.counters.get("rated_iteration")
         run.save_checkpoint(iteration, self.trainer.state_dict(), self.counters,
-                            keep=config.checkpoints_to_keep)
+                            keep=config.checkpoints_to_keep, protect=(rated,) if rated else ())
         self._prune_chunks()
         return record
+
+    def _rated_evaluations(self, iteration: int) -> dict:
+        """Every gnugo_every iterations: a match against GNU Go, and one against the checkpoint
+        of the previous such evaluation, whose result moves a chained Elo rating (the first
+        rated net, and a random player before it, sit at 0)."""
+        from matches import GnuGoError, GnuGoNotFound, checkpoint_vs_checkpoint, play_against_gnugo
+        config, record = self.config, {}
+        seed = config.seed * 7919 + iteration
+        try:
+            report = play_against_gnugo(config, self.net, config.gnugo_level, config.gnugo_games,
+                                        config.eval_simulations, seed=seed, log=log)
+            if report.games:
+                record.update(win_rate_gnugo=report.win_rate, gnugo_level=config.gnugo_level,
+                              gnugo_games=report.games)
+        except (GnuGoNotFound, GnuGoError) as error:
+            log(f"iteration {iteration}: no GNU Go match ({error})")
+        reference = self.counters.get("rated_iteration")
+        if reference is None:
+            self.counters.update(rated_iteration=iteration, elo=0.0)
+            record["elo"] = 0.0
+            return record
+        loaded = self.run.load_latest_checkpoint(iteration=reference)
+        self._reference_trainer.load_state_dict(loaded[0])
+        report = checkpoint_vs_checkpoint(config, self.net, self._reference_net, config.previous_games,
+                                          config.eval_simulations, seed=seed, names=("new", "previous"))
+        games = max(report.games, 1)
+        # Clamp a clean sweep to half a game so the rating step stays finite.
+        rate = min(max(report.win_rate, 0.5 / games), 1 - 0.5 / games)
+        elo = self.counters["elo"] + 400 * math.log10(rate / (1 - rate))
+        self.counters.update(rated_iteration=iteration, elo=elo)
+        record.update(win_rate_previous=report.win_rate, previous_iteration=reference,
+                      previous_games=report.games, elo=round(elo, 1))
+        return record
+
+    @property
+    def _reference_trainer(self):
+        if self._reference is None:
+            from architectures import CompiledNet
+            trainer = build_trainer(self.config)
+            self._reference = (trainer, CompiledNet(trainer.model, self.config.num_games))
+        return self._reference[0]
+
+    @property
+    def _reference_net(self):
+        return self._reference[1]
 
     def _train(self, new_positions: int, iteration: int) -> dict:
         from tqdm import tqdm
@@ -204,7 +253,10 @@ def summary_line(record: dict) -> str:
             f"{record['wall_time_s'] / 60:6.1f} min | {losses} | "
             f"{record['selfplay_positions_per_s']:7.0f} pos/s {record['nn_evals_per_s']:7.0f} evals/s | "
             f"games {record['games']:6d} len {record['mean_game_length']:5.1f} | "
-            f"vs random {colour}{rate:5.1%}{Style.RESET_ALL}")
+            f"vs random {colour}{rate:5.1%}{Style.RESET_ALL}"
+            + (f" | GNU Go L{record['gnugo_level']} {record['win_rate_gnugo']:5.1%}"
+               if "win_rate_gnugo" in record else "")
+            + (f" | elo {record['elo']:.0f}" if "elo" in record else ""))
 
 
 def main(argv=None) -> int:

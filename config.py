@@ -62,6 +62,10 @@ class Config:
     # Evaluation and bookkeeping.
     eval_games_random: int = 64        # games against a uniformly random player, per iteration
     eval_simulations: int = 16
+    gnugo_every: int = 5               # iterations between GNU Go and previous-checkpoint matches; 0: never
+    gnugo_level: int = 1
+    gnugo_games: int = 20
+    previous_games: int = 20           # against the checkpoint of the previous such evaluation
     checkpoints_to_keep: int = 3
     sgf_samples: int = 2               # self-play games saved as SGF per iteration
     seed: int = 0
@@ -90,6 +94,9 @@ class Config:
             (self.replay_window >= self.train_batch_size, "replay_window must hold a batch"),
             (0 <= self.noise_fraction <= 1, "noise_fraction must be in [0, 1]"),
             (0 <= self.resign_playthrough <= 1, "resign_playthrough must be in [0, 1]"),
+            (self.gnugo_every >= 0 and self.gnugo_games >= 1 and self.previous_games >= 1,
+             "gnugo_every >= 0, gnugo_games >= 1, previous_games >= 1"),
+            (0 <= self.gnugo_level <= 10, "gnugo_level must be in 0..10"),
             (self.checkpoints_to_keep >= 2, "keep at least 2 checkpoints (fallback on corruption)"),
             (len(self.learning_rates) >= 1 and self.learning_rates[0][0] == 0,
              "learning_rates must start at step 0"),
@@ -178,7 +185,8 @@ PRESETS = {
     "tiny": Config(board_size=5, history=1, blocks=1, filters=8, value_hidden=16, simulations=4,
                    num_games=8, positions_per_iteration=64, train_batch_size=32, sample_reuse=1.0,
                    replay_window=1024, min_replay=32, eval_games_random=8, eval_simulations=2,
-                   sgf_samples=1, temperature_moves=2),
+                   sgf_samples=1, temperature_moves=2, gnugo_every=0, gnugo_level=0,
+                   gnugo_games=4, previous_games=4),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
     "paper": Config(board_size=7, blocks=5, filters=128, value_hidden=128, simulations=800,

@@ -121,17 +121,23 @@ class RunDirectory:
         return sorted(found)
 
     def save_checkpoint(self, iteration: int, state: dict[str, np.ndarray], counters: dict,
-                        keep: int) -> None:
+                        keep: int, protect: tuple[int, ...] = ()) -> None:
+        """Write the checkpoint, then delete all but the newest `keep` and those in `protect`
+        (the rating's reference checkpoint)."""
         arrays = dict(state)
         arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), dtype=np.uint8)
         atomic_save_npz(self.checkpoint_path(iteration), arrays)
         for old in self.checkpoint_iterations()[:-keep]:
-            self.checkpoint_path(old).unlink(missing_ok=True)
+            if old not in protect:
+                self.checkpoint_path(old).unlink(missing_ok=True)
 
-    def load_latest_checkpoint(self, iteration: int | None = None):
-        """(state, counters) of the newest readable checkpoint (or of `iteration`), falling
-        back past corrupt ones with a message; None when there is none."""
+    def load_latest_checkpoint(self, iteration: int | None = None, before: int | None = None):
+        """(state, counters) of the newest readable checkpoint (or of `iteration`; or the
+        newest before iteration `before`), falling back past corrupt ones with a message;
+        None when there is none."""
         candidates = self.checkpoint_iterations()
+        if before is not None:
+            candidates = [c for c in candidates if c < before]
         if iteration is not None:
             if iteration not in candidates:
                 raise CheckpointError(f"{self.path} has no checkpoint of iteration {iteration} "

@@ -1,0 +1,228 @@
+"""Matches and ratings from the command line.
+
+    python evaluate.py --run runs/NAME --black ckpt:latest --white gnugo:5 --games 50 --sims 48
+    python evaluate.py --run runs/NAME --rating [--checkpoints 4] [--games 20] [--sims 48]
+    python evaluate.py --black random --white gnugo:0 --board-size 7 --komi 7.5 --games 20
+
+Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`, `random`.
+`--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
+and colours alternate, so both play each colour equally. The report gives A's win rate with a
+95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
+the cross-check of our score against a fresh GNU Go's final_score (matches.py has the rules).
+
+--rating plays a round robin between the run's newest checkpoints (`--checkpoints`, default all
+that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
+Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
+JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
+Without --run, --board-size and --komi set the game (random and GNU Go players only).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Matches between checkpoints, GNU Go and a "
+                                                 "random player; ratings of a run's checkpoints.")
+    parser.add_argument("--run", help="run directory: a bare name means runs/NAME, a path is used "
+                                      "as given; its config sets the board, komi and rules")
+    parser.add_argument("-a", "--black", "--player-a", dest="player_a",
+                        help="player A (black in the first game): ckpt:latest, ckpt:I, "
+                             "gnugo:L, random")
+    parser.add_argument("-b", "--white", "--player-b", dest="player_b", help="player B")
+    parser.add_argument("--rating", action="store_true",
+                        help="round robin of the run's checkpoints and random, Bradley-Terry fit")
+    parser.add_argument("--games", type=int, default=None,
+                        help="games (per pair with --rating); default 50, 20 with --rating")
+    parser.add_argument("--sims", type=int, default=None,
+                        help="simulations per move of a checkpoint (default: the run's config; 0 = "
+                             "the policy alone)")
+    parser.add_argument("--parallel", type=int, default=None,
+                        help="games played at once (default min(games, 32))")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--opening-moves", type=int, default=1,
+                        help="a net's first moves sampled by visit count, for distinct games")
+    parser.add_argument("--checkpoints", type=int, default=None,
+                        help="with --rating: the newest this many checkpoints (default all kept)")
+    parser.add_argument("--gnugo-levels", default="",
+                        help="with --rating: GNU Go levels to include, e.g. 0,5")
+    parser.add_argument("--board-size", type=int, default=None, help="without --run (default 7)")
+    parser.add_argument("--komi", type=float, default=None, help="without --run (default 7.5)")
+    parser.add_argument("--gnugo", default=None, help="GNU Go binary (default gnugo on PATH, "
+                                                      "then /usr/games/gnugo)")
+    parser.add_argument("--sgf", default=None, help="directory to write each game's SGF into")
+    parser.add_argument("--output", default=None, help="with --rating: append the JSON line here")
+    args = parser.parse_args(argv)
+    if args.rating:
+        if not args.run:
+            parser.error("--rating needs --run")
+        if args.player_a or args.player_b:
+            parser.error("--rating plays its own pairs; leave out --black/--white")
+    elif not (args.player_a and args.player_b):
+        parser.error("name two players with --black and --white (or use --rating)")
+    if args.run and (args.board_size is not None or args.komi is not None):
+        parser.error("--board-size and --komi are for games without --run (the run's config "
+                     "sets them)")
+    for name in ("games", "parallel", "checkpoints"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.sims is not None and args.sims < 0:
+        parser.error("--sims must be >= 0")
+    return args
+
+
+class Checkpoints:
+    """Nets of one run's checkpoints, each loaded once."""
+
+    def __init__(self, run_path: Path, batch_size: int):
+        from run_directory import RunDirectory
+        self.run = RunDirectory(run_path, log=log)
+        self.batch_size = batch_size
+        self.loaded: dict[int, object] = {}
+
+    def iteration(self, which: str) -> int:
+        iterations = self.run.checkpoint_iterations()
+        if not iterations:
+            raise SystemExit(f"evaluate: {self.run.path} has no checkpoint")
+        if which in ("", "latest"):
+            return iterations[-1]
+        if not which.isdigit():
+            raise SystemExit(f"evaluate: ckpt:{which}: expected ckpt:latest or ckpt:ITERATION")
+        return int(which)
+
+    def net(self, config, iteration: int):
+        """The checkpoint's net; CheckpointError if it is gone (the loop keeps only the last few)."""
+        if iteration not in self.loaded:
+            from architectures import CompiledNet
+            from bp_tree import build_trainer
+            loaded = self.run.load_latest_checkpoint(iteration)
+            trainer = build_trainer(config)
+            trainer.load_state_dict(loaded[0])
+            self.loaded[iteration] = CompiledNet(trainer.model, self.batch_size)
+        return self.loaded[iteration]
+
+
+def load_config(args: argparse.Namespace):
+    from config import Config
+    from run_directory import resolve_run_path
+    if not args.run:
+        return Config(board_size=args.board_size or 7,
+                      komi=7.5 if args.komi is None else args.komi).validate(), None
+    path = resolve_run_path(args.run)
+    config_path = path / "config.json"
+    if not config_path.exists():
+        raise SystemExit(f"evaluate: {config_path} not found: is {path} a run directory?")
+    return Config.from_json(config_path.read_text()), path
+
+
+def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[object, str]:
+    """(make_player entry, display name) of a command-line player."""
+    kind, _, value = spec.partition(":")
+    if kind == "random" and not value:
+        return "random", "random"
+    if kind == "gnugo":
+        if not value.isdigit():
+            raise SystemExit(f"evaluate: {spec}: expected gnugo:LEVEL (0..10)")
+        return f"gnugo:{int(value)}", f"gnugo:{int(value)}"
+    if kind == "ckpt":
+        if checkpoints is None:
+            raise SystemExit(f"evaluate: {spec} needs --run")
+        from run_directory import CheckpointError
+        iteration = checkpoints.iteration(value)
+        try:
+            return checkpoints.net(config, iteration), f"ckpt:{iteration}"
+        except CheckpointError as error:
+            raise SystemExit(f"evaluate: {error}") from None
+    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L or random")
+
+
+def write_sgf(directory: str, report) -> None:
+    from run_directory import atomic_write_bytes
+    for record in report.records:
+        atomic_write_bytes(Path(directory) / f"game_{record.index:04d}.sgf", record.sgf)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from matches import GnuGoNotFound, play_pair
+    config, run_path = load_config(args)
+    simulations = config.simulations if args.sims is None else args.sims
+    games = args.games or (20 if args.rating else 50)
+    parallel = min(games, args.parallel or 32)
+    checkpoints = Checkpoints(run_path, parallel) if run_path else None
+    try:
+        if args.rating:
+            return rating(args, config, checkpoints, games, simulations, parallel)
+        entry_a, name_a = entry_for(args.player_a, config, checkpoints)
+        entry_b, name_b = entry_for(args.player_b, config, checkpoints)
+        if name_a == name_b:
+            name_a, name_b = f"A {name_a}", f"B {name_b}"
+        searching = (f"{simulations} simulations per net move, "
+                     if "ckpt" in (name_a + name_b) else "")
+        print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
+              f"{'positional superko' if config.superko else 'simple ko'}, "
+              f"{searching}{games} games ({parallel} at once)", flush=True)
+        report = play_pair(config, entry_a, entry_b, games, simulations, seed=args.seed,
+                           parallel=parallel, names=(name_a, name_b),
+                           opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+    except GnuGoNotFound as error:
+        log(f"evaluate: {error}")
+        return 2
+    print(report.summary())
+    if args.sgf:
+        write_sgf(args.sgf, report)
+    return 0
+
+
+def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
+           parallel: int) -> int:
+    from matches import fit_bradley_terry, rating_table, round_robin
+    from run_directory import CheckpointError
+    iterations = checkpoints.run.checkpoint_iterations()
+    if not iterations:
+        raise SystemExit(f"evaluate: {checkpoints.run.path} has no checkpoint")
+    if args.checkpoints:
+        iterations = iterations[-args.checkpoints:]
+    entries = {"random": "random"}
+    for iteration in iterations:
+        try:
+            entries[f"ckpt:{iteration}"] = checkpoints.net(config, iteration)
+        except CheckpointError as error:
+            log(f"evaluate: skipping checkpoint {iteration} ({error})")
+    iterations = [i for i in iterations if f"ckpt:{i}" in entries]
+    if not iterations:
+        raise SystemExit("evaluate: no checkpoint could be loaded")
+    for level in filter(None, args.gnugo_levels.split(",")):
+        entries[f"gnugo:{int(level)}"] = f"gnugo:{int(level)}"
+    print(f"round robin of {', '.join(entries)}: {games} games per pair, {simulations} "
+          f"simulations per net move", flush=True)
+    reports = round_robin(config, entries, games, simulations, seed=args.seed, parallel=parallel,
+                          opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+    for report in reports:
+        low, high = report.interval()
+        print(f"  {report.player_a} vs {report.player_b}: {report.wins}-{report.losses}"
+              f"{f'-{report.draws}' if report.draws else ''} "
+              f"({report.win_rate:.0%}, 95% {low:.0%}-{high:.0%})", flush=True)
+    ratings = fit_bradley_terry(reports, anchor="random")
+    print(rating_table(ratings))
+    newest = iterations[-1]
+    line = json.dumps({"iteration": newest, "elo": round(ratings[f"ckpt:{newest}"].elo, 1)})
+    print(line)
+    if args.output:
+        with open(args.output, "a") as handle:
+            handle.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.exit(main())

@@ -1,0 +1,741 @@
+"""Matches between two players, many games at once, and ratings from their results.
+
+    report = play_against_gnugo(config, net, level=5, games=50, simulations=48)
+    report = checkpoint_vs_checkpoint(config, net_a, net_b, games=50, simulations=48)
+    report.wins, report.losses, report.draws, report.win_rate, report.interval()
+    ratings = fit_bradley_terry([report.pair(), ...], anchor="random")   # {name: Rating}
+
+A player is a net searching with `SearchingGames` (`NetPlayer`), GNU Go at some level
+(`GnuGoPlayer`, one GTP process per game) or a uniformly random legal player (`RandomPlayer`).
+`play_match` runs `parallel` games in lockstep; a finished game's slot takes the next game at
+once. Player A is black in even-numbered games and white in odd ones.
+
+Each ply, every game whose side to move is a GNU Go gets its `genmove` sent at once (a thread
+per process, blocked on its pipe) and then each net searches all its games as one batch, so
+the processes think while the net does. The moves go to an arbiter `GoBatch` with the run's
+rules (area scoring, komi, simple ko or positional superko, suicide forbidden), which rejects
+an illegal move; the players are told the moves that were played.
+
+Rules of a game that involves GNU Go (DESIGN.md, "Facts measured about GNU Go 3.8"):
+- GNU Go runs with the same rules (gnugo.py) and resigns when it sees fit; we never resign.
+- A game ends with two passes (or at the move cap, `max_moves`). GNU Go passes with dead stones
+  on the board, which Tromp-Taylor scoring would count as alive. So then a fresh level-10 GNU
+  Go judges `final_status_list dead`; if it names any, play resumes from the current stones with
+  the side to move (a fresh arbiter position, `set_board`, as our engine's board is over),
+  GNU Go playing `kgs-genmove_cleanup`, until two more passes. One cleanup phase per game.
+- The result is our rules engine's area score of the final position. Each game that ended by
+  passes is replayed into a fresh GNU Go whose `final_score` is the cross-check; disagreements
+  are counted and reported, never used.
+- A GNU Go process that dies or hangs costs that game only: it is counted as not played and a
+  message goes to stderr.
+
+Distinct games: on 7x7 two deterministic players repeat one game. A net plays greedily (most
+visits, temperature 0) except its first `opening_moves` moves, sampled by visit count
+(temperature 1); each GNU Go process gets its own `--seed` (seed * 100003 + game + 1), which
+changes its choice among equally valued moves. `MatchReport.distinct_games` shows the effect;
+measured on 7x7 against GNU Go level 10 (a 3x32 net, 48 simulations, 50 games): 14 distinct
+games with one sampled move, 26 with two, at a visible cost in strength, so the default is one.
+Read the Wilson interval with the number of distinct games in mind.
+
+The cleanup phase starts from a position without history: a ko or superko ban does not carry
+over the two passes (two passes clear a simple-ko ban anyway; GNU Go keeps its superko history).
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, NamedTuple
+
+import numpy as np
+
+import gnugo
+from config import Config
+from evaluation import MatchResult
+from gnugo import GnuGoError, GnuGoNotFound, find_gnugo  # noqa: F401  (re-exported)
+from kernels import GoBatch, coords
+from search_driver import SearchingGames
+from selfplay import search_settings
+from sgf_records import game_to_sgf, result_text
+
+DEFAULT_PARALLEL = 32
+RESIGN = gnugo.RESIGN      # -1: the player resigns
+FAILED = -2                # the player could not move (its process died): the game is dropped
+MAIN, CLEANUP = 0, 1       # phases of a game
+
+
+def log_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# Players. Slots are indices into the match's batch of games in flight.
+
+class Player:
+    """A side in a batch of games. The match calls, for slots (int arrays):
+    new_games(slots, game_indices) when games start; begin_moves then finish_moves for the
+    slots where this player is to move (finish returns int64 moves, RESIGN or FAILED);
+    observe(slots, moves) with every move played, its own included; restart(slots, stones,
+    to_play) when a cleanup phase resumes play from a position; end_games(slots); close()."""
+    name = "player"
+    is_gnugo = False
+
+    def new_games(self, slots: np.ndarray, game_indices: np.ndarray) -> None:
+        pass
+
+    def begin_moves(self, arbiter: GoBatch, slots: np.ndarray) -> None:
+        pass
+
+    def finish_moves(self, arbiter: GoBatch, slots: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def observe(self, slots: np.ndarray, moves: np.ndarray) -> None:
+        pass
+
+    def restart(self, slots: np.ndarray, stones: np.ndarray, to_play: np.ndarray) -> None:
+        pass
+
+    def end_games(self, slots: np.ndarray) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RandomPlayer(Player):
+    """A uniformly random legal move, drawn in the rules back end; it passes only when nothing
+    else is legal (as in evaluation.play_against_random)."""
+
+    def __init__(self, name: str = "random"):
+        self.name = name
+
+    def finish_moves(self, arbiter, slots):
+        return np.asarray(arbiter.random_moves(slots=slots), dtype=np.int64)
+
+
+class NetPlayer(Player):
+    """A net searching all its games as one batch through SearchingGames: greedy (most visits)
+    after its first `opening_moves` moves, which are sampled by visit count."""
+
+    def __init__(self, config: Config, evaluator, batch_size: int, simulations: int, *,
+                 seed: int = 0, opening_moves: int = 1, name: str = "net", num_threads: int = 1):
+        self.name = name
+        self.simulations = int(simulations)
+        self.opening_moves = int(opening_moves)
+        self.driver = SearchingGames(
+            batch_size, config.board_size, komi=config.komi, superko=config.superko,
+            max_moves=config.resolved_max_moves, history=config.history,
+            settings=search_settings(config, simulations=max(self.simulations, 1)),
+            evaluator=evaluator, seed=seed, num_threads=num_threads)
+        self.own_moves = np.zeros(batch_size, np.int64)
+        self.in_cleanup = np.zeros(batch_size, bool)
+
+    def _mask(self, slots) -> np.ndarray:
+        mask = np.zeros(self.driver.num_games, bool)
+        mask[slots] = True
+        return mask
+
+    def new_games(self, slots, game_indices):
+        self.driver.new_games(self._mask(slots))
+        self.own_moves[slots] = 0
+        self.in_cleanup[slots] = False
+
+    def finish_moves(self, arbiter, slots):
+        mask = self._mask(slots)
+        self.driver.think(mask, noise=False, simulations=self.simulations)
+        actions = self.driver.search.choose_actions(0.0, games=mask)
+        opening = mask & (self.own_moves < self.opening_moves) & ~self.in_cleanup
+        if opening.any():
+            actions[opening] = self.driver.search.choose_actions(1.0, games=opening)[opening]
+        self.own_moves[slots] += 1
+        return actions[slots]
+
+    def observe(self, slots, moves):
+        actions = np.zeros(self.driver.num_games, np.int64)
+        actions[slots] = moves
+        self.driver.play(actions, games=self._mask(slots))
+
+    def restart(self, slots, stones, to_play):
+        self.driver.go.set_board(stones, to_play, slots=slots)
+        self.driver.search.reset(self._mask(slots))
+        self.in_cleanup[slots] = True
+
+
+class GnuGoPlayer(Player):
+    """GNU Go at `level`, one process per game (started with the game, closed at its end), the
+    moves of one ply requested concurrently. Process `--seed`: seed * 100003 + game + 1."""
+    is_gnugo = True
+
+    def __init__(self, config: Config, level: int, batch_size: int, *, seed: int = 0,
+                 path=None, timeout: float = 300.0, name: str | None = None,
+                 log: Callable[[str], None] = log_to_stderr):
+        self.path = find_gnugo(path)
+        self.config = config
+        self.level = int(level)
+        self.name = name or f"gnugo:{self.level}"
+        self.seed = int(seed)
+        self.timeout = timeout
+        self.log = log
+        self.processes: list[gnugo.GnuGo | None] = [None] * batch_size
+        self.moves: list[list[int]] = [[] for _ in range(batch_size)]
+        self.games = np.full(batch_size, -1, np.int64)
+        self.in_cleanup = np.zeros(batch_size, bool)
+        self.pool = ThreadPoolExecutor(max_workers=batch_size, thread_name_prefix="gnugo")
+        self.pending: dict[int, Future] = {}
+
+    def process_seed(self, game_index: int) -> int:
+        return (self.seed * 100003 + int(game_index) + 1) % (2 ** 31 - 1) or 1
+
+    def _start(self, slot: int, game_index: int):
+        config = self.config
+        try:
+            return gnugo.GnuGo(config.board_size, config.komi, level=self.level,
+                               seed=self.process_seed(game_index), superko=config.superko,
+                               path=self.path, timeout=self.timeout)
+        except GnuGoError as error:
+            self.log(f"{self.name}: game {game_index}: GNU Go did not start ({error}); "
+                     f"the game is not counted")
+            return None
+
+    def new_games(self, slots, game_indices):
+        self.end_games(slots)
+        started = self.pool.map(self._start, slots, game_indices)
+        for slot, game_index, process in zip(slots, game_indices, started):
+            self.processes[slot] = process
+            self.moves[slot] = []
+            self.games[slot] = game_index
+            self.in_cleanup[slot] = False
+
+    def _genmove(self, slot: int, colour: int, moves: list[int], cleanup: bool) -> int:
+        process = self.processes[slot]
+        if process is None:
+            return FAILED
+        try:
+            process.replay(moves)
+            return process.genmove(colour, cleanup=cleanup)
+        except GnuGoError as error:
+            self.log(f"{self.name}: game {self.games[slot]}: {error}; the game is not counted")
+            self.processes[slot] = None
+            return FAILED
+
+    def begin_moves(self, arbiter, slots):
+        colours = arbiter.to_play(slots)
+        for slot, colour in zip(slots.tolist(), colours.tolist()):
+            self.pending[slot] = self.pool.submit(self._genmove, slot, colour,
+                                                  list(self.moves[slot]),
+                                                  bool(self.in_cleanup[slot]))
+
+    def finish_moves(self, arbiter, slots):
+        if any(slot not in self.pending for slot in slots.tolist()):
+            self.begin_moves(arbiter, slots[[s not in self.pending for s in slots.tolist()]])
+        return np.array([self.pending.pop(slot).result() for slot in slots.tolist()], np.int64)
+
+    def observe(self, slots, moves):
+        for slot, move in zip(slots.tolist(), moves.tolist()):
+            self.moves[slot].append(move)
+
+    def restart(self, slots, stones, to_play):
+        # The process keeps its whole game (the two passes included); only its verb changes.
+        self.in_cleanup[slots] = True
+
+    def end_games(self, slots):
+        for slot in np.asarray(slots).tolist():
+            if self.processes[slot] is not None:
+                self.processes[slot].close()
+                self.processes[slot] = None
+
+    def close(self):
+        self.end_games(np.arange(len(self.processes)))
+        self.pool.shutdown(wait=True)
+
+
+# Results.
+
+@dataclass
+class GameRecord:
+    index: int                 # game number in the match, from 0
+    a_colour: int              # +1: player A was black, -1: white
+    moves: list[int]           # flat moves from the empty board, black first, pass = N*N
+    cleanup_start: int | None  # index in `moves` where the cleanup phase began, None if none
+    result: float              # for player A: +1 win, -1 loss, 0 draw
+    score: float               # our area score, black - white - komi (nan if resigned)
+    resigned: int = 0          # the colour that resigned, 0 if nobody did
+    capped: bool = False       # ended at the move cap, not by passes
+    gnugo_score: float | None = None   # a fresh GNU Go's final_score, black - white (None:
+                                       # not cross-checked: resigned, capped, or no referee)
+    sgf: bytes = b""
+
+    @property
+    def winner(self) -> int:
+        """+1 black, -1 white, 0 draw."""
+        return int(self.result * self.a_colour)
+
+    @property
+    def agrees(self) -> bool | None:
+        """Whether GNU Go's final_score equals ours (None when not cross-checked)."""
+        if self.gnugo_score is None:
+            return None
+        return abs(self.gnugo_score - self.score) < 1e-6
+
+
+@dataclass(frozen=True)
+class MatchReport(MatchResult):
+    """wins/losses/draws are player A's. Games not played (a process died, an illegal move)
+    are in `not_played` and nowhere else."""
+    player_a: str = "A"
+    player_b: str = "B"
+    records: tuple = ()
+    not_played: int = 0
+    seconds: float = 0.0
+
+    @property
+    def checked(self) -> int:
+        return sum(record.agrees is not None for record in self.records)
+
+    @property
+    def disagreements(self) -> int:
+        """Cross-checked games where GNU Go's final_score differs from ours."""
+        return sum(record.agrees is False for record in self.records)
+
+    @property
+    def winner_disagreements(self) -> int:
+        """Cross-checked games where GNU Go's final_score names another winner."""
+        return sum(record.agrees is False and np.sign(record.gnugo_score) != np.sign(record.score)
+                   for record in self.records)
+
+    @property
+    def cleanups(self) -> int:
+        return sum(record.cleanup_start is not None for record in self.records)
+
+    @property
+    def distinct_games(self) -> int:
+        return len({tuple(record.moves) for record in self.records})
+
+    def interval(self, z: float = 1.959964) -> tuple[float, float]:
+        """Wilson score interval of A's win rate (draws count half), 95% by default."""
+        return wilson_interval(self.wins + 0.5 * self.draws, self.games, z)
+
+    def by_colour(self) -> dict[str, tuple[int, int]]:
+        """{"black": (A's wins, games), "white": (...)} for A's colour."""
+        counts = {}
+        for colour, name in ((1, "black"), (-1, "white")):
+            games = [r for r in self.records if r.a_colour == colour]
+            counts[name] = (sum(r.result > 0 for r in games), len(games))
+        return counts
+
+    def pair(self) -> "PairResult":
+        return PairResult(self.player_a, self.player_b, self.wins, self.losses, self.draws)
+
+    def summary(self) -> str:
+        low, high = self.interval()
+        colours = self.by_colour()
+        lines = [
+            f"A = {self.player_a}, B = {self.player_b}: {self.games} games "
+            f"(A black in {colours['black'][1]}, white in {colours['white'][1]})",
+            f"A wins {self.wins}, loses {self.losses}, draws {self.draws}: "
+            f"win rate {self.win_rate:.1%}, 95% Wilson interval {low:.1%} - {high:.1%}",
+            f"A as black {colours['black'][0]}/{colours['black'][1]}, "
+            f"as white {colours['white'][0]}/{colours['white'][1]}; "
+            f"{self.distinct_games} distinct games; "
+            f"{sum(r.resigned != 0 for r in self.records)} resigned, {self.cleanups} with a "
+            f"cleanup phase, {sum(r.capped for r in self.records)} at the move cap",
+        ]
+        if self.checked:
+            lines.append(f"cross-check with GNU Go's final_score: {self.checked} games checked, "
+                         f"{self.disagreements} scores differ, {self.winner_disagreements} winners "
+                         f"differ")
+        if self.not_played:
+            lines.append(f"{self.not_played} games not played (see the messages above)")
+        lines.append(f"{self.seconds:.1f} s")
+        return "\n".join(lines)
+
+
+def wilson_interval(successes: float, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (95% for z = 1.96); (0, 1) without
+    trials. Unlike p +- z * sqrt(p(1-p)/n) it stays inside [0, 1] and is not empty at 0 or n."""
+    if trials <= 0:
+        return 0.0, 1.0
+    p = successes / trials
+    z2 = z * z
+    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+# The match runner.
+
+@dataclass
+class _Slot:
+    game: int = -1
+    a_colour: int = 1
+    phase: int = MAIN
+    moves: list = field(default_factory=list)
+    cleanup_start: int | None = None
+
+
+def play_match(config: Config, player_a: Player, player_b: Player, games: int, *,
+               parallel: int, seed: int = 0, referee: bool | None = None, gnugo_path=None,
+               log: Callable[[str], None] = log_to_stderr) -> MatchReport:
+    """`games` games between two players built for a batch of `parallel` games; A is black in
+    even-numbered games. referee: cross-check finished games with a fresh GNU Go's final_score
+    (default: when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
+    started = time.perf_counter()
+    n = config.board_size
+    uses_gnugo = player_a.is_gnugo or player_b.is_gnugo
+    referee = uses_gnugo if referee is None else referee
+    judge_path = find_gnugo(gnugo_path) if (referee or uses_gnugo) else None
+    arbiter = GoBatch(parallel, n, komi=config.komi, superko=config.superko,
+                      max_moves=config.resolved_max_moves, history_length=0, seed=seed,
+                      num_threads=1)
+    # Dead-stone judges block the loop; referees run behind it: separate pools, so a judge
+    # never waits behind queued referees.
+    judges = ThreadPoolExecutor(max_workers=min(parallel, 8), thread_name_prefix="gnugo-judge")
+    referees = ThreadPoolExecutor(max_workers=min(parallel, 4), thread_name_prefix="gnugo-referee")
+    slots = [_Slot() for _ in range(parallel)]
+    records: list[GameRecord] = []
+    cross_checks: list[tuple[GameRecord, Future]] = []
+    counts = {"not_played": 0}
+    next_game = 0
+    players = (player_a, player_b)
+
+    def start(chosen: list[int]) -> None:
+        nonlocal next_game
+        starting = []
+        for slot in chosen:
+            if next_game < games:
+                slots[slot] = _Slot(game=next_game, a_colour=1 if next_game % 2 == 0 else -1)
+                starting.append(slot)
+                next_game += 1
+            else:
+                slots[slot] = _Slot()
+        if starting:
+            starting = np.array(starting, np.int64)
+            arbiter.reset(starting)
+            indices = np.array([slots[s].game for s in starting], np.int64)
+            for player in players:
+                player.new_games(starting, indices)
+
+    def stop(slot: int) -> None:
+        for player in players:
+            player.end_games(np.array([slot]))
+
+    def drop(slot: int, why: str) -> None:
+        log(f"game {slots[slot].game}: {why}; the game is not counted")
+        counts["not_played"] += 1
+        stop(slot)
+        start([slot])
+
+    def finish(slot: int, resigned: int = 0) -> None:
+        state = slots[slot]
+        if resigned:
+            score, winner = float("nan"), -resigned
+        else:
+            score = float(arbiter.score([slot])[0])
+            winner = int(np.sign(score))
+        capped = not resigned and int(arbiter.passes([slot])[0]) < 2
+        record = GameRecord(index=state.game, a_colour=state.a_colour, moves=list(state.moves),
+                            cleanup_start=state.cleanup_start,
+                            result=float(winner * state.a_colour), score=score,
+                            resigned=resigned, capped=capped)
+        names = {state.a_colour: player_a.name, -state.a_colour: player_b.name}
+        comment = f"game {state.game} of {player_a.name} vs {player_b.name}"
+        if state.cleanup_start is not None:
+            comment += (f"; moves from {state.cleanup_start + 1} on: cleanup phase "
+                        f"(GNU Go saw dead stones after two passes)")
+        record.sgf = game_to_sgf(n, config.komi, record.moves,
+                                 result_text(winner, score, bool(resigned)),
+                                 black=names[1], white=names[-1], comment=comment)
+        records.append(record)
+        if referee and not resigned and not capped:
+            cross_checks.append((record, referees.submit(
+                gnugo.referee_score, n, config.komi, record.moves, superko=config.superko,
+                path=judge_path)))
+        stop(slot)
+        start([slot])
+
+    try:
+        start(list(range(parallel)))
+        while any(state.game >= 0 for state in slots):
+            active = np.array([state.game >= 0 for state in slots])
+            a_colours = np.array([state.a_colour for state in slots], np.int8)
+            to_play = arbiter.to_play()
+            a_turn = active & (to_play == a_colours)
+            b_turn = active & (to_play != a_colours)
+            turns = [(player, np.flatnonzero(turn))
+                     for player, turn in zip(players, (a_turn, b_turn))]
+            for player, chosen in turns:
+                if len(chosen):
+                    player.begin_moves(arbiter, chosen)
+            actions = np.full(parallel, FAILED, np.int64)
+            for player, chosen in turns:
+                if len(chosen):
+                    actions[chosen] = player.finish_moves(arbiter, chosen)
+
+            moving = np.flatnonzero(active & (actions >= 0))
+            if len(moving):
+                legal = arbiter.legal_moves(moving)[np.arange(len(moving)), actions[moving]]
+                for slot in moving[~legal].tolist():
+                    mover = player_a if a_turn[slot] else player_b
+                    drop(slot, f"{mover.name} played {coords.to_gtp(actions[slot], n)}, "
+                               f"illegal in our rules")
+                moving = moving[legal]
+            for slot in np.flatnonzero(active & (actions < 0)).tolist():
+                if actions[slot] == RESIGN:
+                    finish(slot, resigned=int(to_play[slot]))
+                else:
+                    mover = player_a if a_turn[slot] else player_b
+                    drop(slot, f"{mover.name} could not move")
+            if not len(moving):
+                continue
+            arbiter.play(actions[moving], slots=moving)
+            for slot in moving.tolist():
+                slots[slot].moves.append(int(actions[slot]))
+            for player in players:
+                player.observe(moving, actions[moving])
+
+            ended = moving[arbiter.is_over(moving)].tolist()
+            judging = [slot for slot in ended if uses_gnugo and slots[slot].phase == MAIN]
+            verdicts = {slot: judges.submit(gnugo.judge_dead_stones, n, config.komi,
+                                            list(slots[slot].moves), superko=config.superko,
+                                            path=judge_path) for slot in judging}
+            cleanup = []
+            for slot in ended:
+                if slot in verdicts:
+                    try:
+                        dead = verdicts[slot].result()
+                    except GnuGoError as error:
+                        drop(slot, f"the dead-stone judge failed ({error})")
+                        continue
+                    if dead:
+                        cleanup.append(slot)
+                        continue
+                finish(slot)
+            if cleanup:
+                cleanup = np.array(cleanup, np.int64)
+                stones, side = arbiter.board(cleanup), arbiter.to_play(cleanup)
+                arbiter.set_board(stones, side, slots=cleanup)
+                for slot in cleanup.tolist():
+                    slots[slot].phase = CLEANUP
+                    slots[slot].cleanup_start = len(slots[slot].moves)
+                for player in players:
+                    player.restart(cleanup, stones, side)
+
+        for record, verdict in cross_checks:
+            try:
+                record.gnugo_score = verdict.result()
+            except GnuGoError as error:
+                log(f"game {record.index}: the GNU Go referee failed ({error}); not cross-checked")
+    finally:
+        judges.shutdown(wait=True, cancel_futures=True)
+        referees.shutdown(wait=True, cancel_futures=True)
+
+    records.sort(key=lambda record: record.index)
+    for record in records:
+        if record.agrees is False:
+            log(f"game {record.index}: our score {record.score:+g}, GNU Go's final_score "
+                f"{record.gnugo_score:+g} (ours counts)")
+    return MatchReport(wins=sum(r.result > 0 for r in records),
+                       losses=sum(r.result < 0 for r in records),
+                       draws=sum(r.result == 0 for r in records),
+                       player_a=player_a.name, player_b=player_b.name, records=tuple(records),
+                       not_played=counts["not_played"], seconds=time.perf_counter() - started)
+
+
+def _parallel(games: int, parallel: int | None) -> int:
+    if games < 1:
+        raise ValueError(f"games must be at least 1, got {games}")
+    return max(1, min(games, parallel or DEFAULT_PARALLEL))
+
+
+def play_against_gnugo(config: Config, evaluator, level: int, games: int, simulations: int,
+                       seed: int = 0, parallel: int | None = None, *, opening_moves: int = 1,
+                       gnugo_path=None, log: Callable[[str], None] = log_to_stderr) -> MatchReport:
+    """The net (A) against GNU Go at `level` (B), colours alternating, `parallel` games at once
+    (default min(games, 32)). Raises GnuGoNotFound before playing when there is no GNU Go; a
+    process that dies costs its game only (`not_played`, a message through `log`)."""
+    path = find_gnugo(gnugo_path)
+    parallel = _parallel(games, parallel)
+    net = NetPlayer(config, evaluator, parallel, simulations, seed=seed,
+                    opening_moves=opening_moves, name="net")
+    opponent = GnuGoPlayer(config, level, parallel, seed=seed, path=path, log=log)
+    try:
+        return play_match(config, net, opponent, games, parallel=parallel, seed=seed,
+                          gnugo_path=path, log=log)
+    finally:
+        opponent.close()
+
+
+def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulations: int,
+                             seed: int = 0, parallel: int | None = None, *, opening_moves: int = 1,
+                             names: tuple[str, str] = ("A", "B")) -> MatchReport:
+    """Two nets (evaluators) against each other, each searching its own moves through its own
+    SearchingGames, all games in one batch per net; wins are net_a's."""
+    parallel = _parallel(games, parallel)
+    player_a = NetPlayer(config, net_a, parallel, simulations, seed=seed,
+                         opening_moves=opening_moves, name=names[0])
+    player_b = NetPlayer(config, net_b, parallel, simulations, seed=seed + 1,
+                         opening_moves=opening_moves, name=names[1])
+    return play_match(config, player_a, player_b, games, parallel=parallel, seed=seed)
+
+
+def make_player(config: Config, entry, name: str, parallel: int, simulations: int, *,
+                seed: int = 0, opening_moves: int = 1, gnugo_path=None,
+                log: Callable[[str], None] = log_to_stderr) -> Player:
+    """A player from `entry`: "random", "gnugo:L" (GNU Go at level L), or an evaluator (a net)."""
+    if isinstance(entry, str):
+        if entry == "random":
+            return RandomPlayer(name)
+        if entry.startswith("gnugo:") and entry[len("gnugo:"):].isdigit():
+            return GnuGoPlayer(config, int(entry[len("gnugo:"):]), parallel, seed=seed,
+                               path=gnugo_path, name=name, log=log)
+        raise ValueError(f"unknown player {entry!r}: expected random, gnugo:LEVEL or a net")
+    return NetPlayer(config, entry, parallel, simulations, seed=seed,
+                     opening_moves=opening_moves, name=name)
+
+
+def play_pair(config: Config, entry_a, entry_b, games: int, simulations: int, *, seed: int = 0,
+              parallel: int | None = None, names: tuple[str, str] = ("A", "B"),
+              opening_moves: int = 1, gnugo_path=None,
+              log: Callable[[str], None] = log_to_stderr) -> MatchReport:
+    """A match between two entries of `make_player` (A black in even-numbered games)."""
+    parallel = _parallel(games, parallel)
+    built = []
+    try:
+        for offset, (entry, name) in enumerate(zip((entry_a, entry_b), names)):
+            built.append(make_player(config, entry, name, parallel, simulations,
+                                     seed=seed + 7919 * offset, opening_moves=opening_moves,
+                                     gnugo_path=gnugo_path, log=log))
+        return play_match(config, built[0], built[1], games, parallel=parallel, seed=seed,
+                          gnugo_path=gnugo_path, log=log)
+    finally:
+        for player in built:
+            player.close()
+
+
+def round_robin(config: Config, entries: dict, games_per_pair: int, simulations: int, *,
+                seed: int = 0, parallel: int | None = None, opening_moves: int = 1,
+                gnugo_path=None, log: Callable[[str], None] = log_to_stderr) -> list[MatchReport]:
+    """Every pair of `entries` ({name: "random" | "gnugo:L" | evaluator}) plays `games_per_pair`
+    games, colours alternating; feed the reports (or their `pair()`s, kept across calls) to
+    `fit_bradley_terry`."""
+    names = list(entries)
+    reports = []
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            reports.append(play_pair(config, entries[first], entries[second], games_per_pair,
+                                     simulations, seed=seed + len(reports) * 1009,
+                                     parallel=parallel, names=(first, second),
+                                     opening_moves=opening_moves, gnugo_path=gnugo_path, log=log))
+    return reports
+
+
+# Ratings.
+
+class PairResult(NamedTuple):
+    """Games between two named players, counted for `a`."""
+    a: str
+    b: str
+    wins: float
+    losses: float
+    draws: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rating:
+    elo: float
+    stderr: float      # from the likelihood's curvature at the fit; relative to the anchor
+                       # (whose own is 0), or to the mean without one
+    games: float       # real games, without the prior's
+
+
+ELO_PER_NAT = 400.0 / math.log(10.0)
+
+
+def fit_bradley_terry(results: Iterable[PairResult | MatchReport], anchor: str | None = "random",
+                      prior_draws: float = 2.0, iterations: int = 100) -> dict[str, Rating]:
+    """Bradley-Terry ratings on the Elo scale, P(i beats j) = 1 / (1 + 10 ** ((R_j - R_i) / 400)),
+    fit by Newton's method on the log-likelihood. Draws count half a win each way. The weak
+    prior (as in BayesElo) adds `prior_draws` virtual draws to every pair that played, so a
+    player who won every game gets a finite rating. `anchor` is fixed at 0 (without one, the
+    mean is 0); every player must be connected to it through games."""
+    pairs = [r.pair() if isinstance(r, MatchReport) else PairResult(*r) for r in results]
+    names = sorted({p.a for p in pairs} | {p.b for p in pairs})
+    if not names:
+        return {}
+    index = {name: i for i, name in enumerate(names)}
+    k = len(names)
+    wins = np.zeros((k, k))            # wins[i, j]: i's score against j (draws half)
+    played = np.zeros((k, k))
+    for p in pairs:
+        i, j = index[p.a], index[p.b]
+        wins[i, j] += p.wins + 0.5 * p.draws
+        wins[j, i] += p.losses + 0.5 * p.draws
+        played[i, j] += p.wins + p.losses + p.draws
+        played[j, i] += p.wins + p.losses + p.draws
+    linked = played > 0
+    wins_prior = wins + 0.5 * prior_draws * linked
+    games_prior = played + prior_draws * linked
+    fixed = index[anchor] if anchor in index else 0
+    _check_connected(linked, fixed, names)
+    free = np.array([i for i in range(k) if i != fixed], np.int64)
+    theta = np.zeros(k)                # natural-log strengths
+
+    def log_likelihood(values):
+        difference = values[:, None] - values[None, :]
+        return float((wins_prior * -np.logaddexp(0.0, -difference)).sum())
+
+    def gradient_hessian(values):
+        p = 1.0 / (1.0 + np.exp(-(values[:, None] - values[None, :])))
+        gradient = (wins_prior - games_prior * p).sum(axis=1)
+        curvature = games_prior * p * (1 - p)
+        hessian = curvature - np.diag(curvature.sum(axis=1))
+        return gradient, hessian
+
+    for _ in range(iterations):
+        gradient, hessian = gradient_hessian(theta)
+        step = np.linalg.solve(-hessian[np.ix_(free, free)], gradient[free])
+        current, scale = log_likelihood(theta), 1.0
+        while scale > 1e-6:
+            trial = theta.copy()
+            trial[free] += scale * step
+            if log_likelihood(trial) >= current - 1e-12:
+                break
+            scale /= 2
+        theta = trial
+        if np.abs(scale * step).max() < 1e-10:
+            break
+    _, hessian = gradient_hessian(theta)
+    covariance = np.zeros((k, k))
+    covariance[np.ix_(free, free)] = np.linalg.inv(-hessian[np.ix_(free, free)])
+    if anchor not in index:
+        centre = np.eye(k) - 1.0 / k
+        theta, covariance = centre @ theta, centre @ covariance @ centre
+    stderr = np.sqrt(np.maximum(np.diag(covariance), 0.0))
+    return {name: Rating(elo=float(theta[i] * ELO_PER_NAT), stderr=float(stderr[i] * ELO_PER_NAT),
+                         games=float(played[i].sum()))
+            for name, i in index.items()}
+
+
+def _check_connected(linked: np.ndarray, start: int, names: list[str]) -> None:
+    reached = {start}
+    frontier = [start]
+    while frontier:
+        i = frontier.pop()
+        for j in np.flatnonzero(linked[i]).tolist():
+            if j not in reached:
+                reached.add(j)
+                frontier.append(j)
+    missing = [names[i] for i in range(len(names)) if i not in reached]
+    if missing:
+        raise ValueError(f"no games connect {missing} to {names[start]}: their ratings are "
+                         f"undetermined")
+
+
+def rating_table(ratings: dict[str, Rating]) -> str:
+    width = max([len(name) for name in ratings] + [6])
+    lines = [f"{'player':<{width}}  {'elo':>7}  {'+-':>5}  {'games':>6}"]
+    for name, rating in sorted(ratings.items(), key=lambda item: -item[1].elo):
+        lines.append(f"{name:<{width}}  {rating.elo:7.0f}  {rating.stderr:5.0f}  "
+                     f"{rating.games:6.0f}")
+    return "\n".join(lines)

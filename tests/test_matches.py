@@ -1,0 +1,321 @@
+"""Matches and ratings (matches.py, gnugo.py, evaluate.py).
+
+Against GNU Go: a short match of a tiny net (bp_tree, preset tiny: 5x5, one block of 8 filters,
+one iteration) at level 0 played to the end, every result checked by replaying the game into a
+fresh GoBatch and into a fresh GNU Go driven here through raw GTP (not through gnugo.py); the
+dead-stone cleanup rule on a position where it changes the winner; a GNU Go process killed in
+mid-game costing that game only. Without GNU Go, the statistics against published or
+constructed answers: Wilson intervals from Newcombe (1998), Bradley-Terry ratings recovered
+from games simulated with known strengths. The command line end to end.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import matches  # noqa: E402
+from config import Config  # noqa: E402
+from kernels import GoBatch, coords  # noqa: E402
+from sgf_records import sgf_to_moves  # noqa: E402
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+GNUGO = "/usr/games/gnugo"
+needs_gnugo = pytest.mark.skipif(not Path(GNUGO).exists(),
+                                 reason="GNU Go is not installed (/usr/games/gnugo)")
+N = 5
+PASS = N * N
+
+
+# ---------------------------------------------------------------- fixtures and helpers
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    import bp_tree
+    run = tmp_path_factory.mktemp("matches") / "tiny run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "1"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def tiny_net(tiny_run):
+    """(config, net) of the tiny run's checkpoint, loaded the way evaluate.py loads it."""
+    import evaluate
+    args = evaluate.parse_args(["--run", str(tiny_run), "--black", "random", "--white", "random"])
+    config, run_path = evaluate.load_config(args)
+    checkpoints = evaluate.Checkpoints(run_path, batch_size=4)
+    return config, checkpoints.net(config, checkpoints.iteration("latest"))
+
+
+def replayed_score(record: matches.GameRecord, config: Config) -> tuple[float, np.ndarray]:
+    """(area score, final board) of a record's moves replayed into a fresh GoBatch; a cleanup
+    phase resumes from the stones (the board is over after the two passes)."""
+    go = GoBatch(1, config.board_size, komi=config.komi, superko=config.superko)
+    cleanup = record.cleanup_start if record.cleanup_start is not None else len(record.moves)
+    for move in record.moves[:cleanup]:
+        go.play(np.array([move]))
+    if record.cleanup_start is not None:
+        assert go.is_over()[0] and record.moves[cleanup - 2:cleanup] == [PASS, PASS]
+        go.set_board(go.board(), go.to_play())
+        for move in record.moves[cleanup:]:
+            go.play(np.array([move]))
+    assert go.is_over()[0], "the game was not played to its end"
+    return float(go.score()[0]), go.board()[0]
+
+
+def gnugo_final_score(moves: list[int], komi: float) -> float:
+    """final_score of a fresh GNU Go (default level) given the moves through raw GTP."""
+    colours = ["black", "white"]
+    lines = [f"boardsize {N}", "clear_board", f"komi {komi}"]
+    lines += [f"play {colours[i % 2]} {coords.to_gtp(m, N)}" for i, m in enumerate(moves)]
+    lines += ["final_score", "quit"]
+    output = subprocess.run([GNUGO, "--mode", "gtp", "--chinese-rules", "--komi", str(komi)],
+                            input="\n".join(lines) + "\n", capture_output=True, text=True,
+                            timeout=60).stdout
+    responses = [chunk.strip() for chunk in output.split("\n\n") if chunk.strip()]
+    assert all(r.startswith("=") for r in responses), responses
+    text = responses[-2][1:].strip()       # the last one answers quit
+    return 0.0 if text == "0" else (1 if text[0] == "B" else -1) * float(text[2:])
+
+
+class Scripted(matches.Player):
+    """Plays the first legal move of its wish list, else passes."""
+
+    def __init__(self, wishes, name="scripted"):
+        self.wishes, self.name = wishes, name
+
+    def finish_moves(self, arbiter, slots):
+        legal = arbiter.legal_moves(slots)
+        return np.array([next((m for m in self.wishes if row[m]), PASS) for row in legal])
+
+
+class AlwaysCentre(matches.Player):
+    name = "always-centre"
+
+    def finish_moves(self, arbiter, slots):
+        return np.full(len(slots), 12)
+
+
+# ---------------------------------------------------------------- statistics, no GNU Go
+
+@pytest.mark.parametrize("successes, trials, low, high", [
+    # Newcombe, Statistics in Medicine 17 (1998) 857-872, table I, method 3 (Wilson score).
+    (81, 263, 0.2553, 0.3662),
+    (15, 148, 0.0624, 0.1605),
+    (0, 20, 0.0, 0.1611),
+    (1, 29, 0.0061, 0.1718),
+])
+def test_wilson_interval_matches_published_values(successes, trials, low, high):
+    got = matches.wilson_interval(successes, trials)
+    assert got == pytest.approx((low, high), abs=6e-5)
+
+
+def test_wilson_interval_of_a_report_counts_draws_half():
+    report = matches.MatchReport(wins=7, losses=2, draws=2)
+    assert report.win_rate == pytest.approx(8 / 11)
+    assert report.interval() == pytest.approx(matches.wilson_interval(8, 11))
+    assert matches.wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def simulated_games(strengths: dict[str, float], games: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    names = list(strengths)
+    results = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            p = 1.0 / (1.0 + 10 ** ((strengths[b] - strengths[a]) / 400))
+            wins = int(rng.binomial(games, p))
+            results.append(matches.PairResult(a, b, wins, games - wins))
+    return results
+
+
+def test_bradley_terry_recovers_known_strengths():
+    truth = {"random": 0.0, "ckpt:1": 150.0, "ckpt:2": 400.0, "ckpt:3": 500.0, "gnugo:5": 800.0}
+    ratings = matches.fit_bradley_terry(simulated_games(truth, games=600), anchor="random")
+    assert ratings["random"].elo == 0.0
+    for name, elo in truth.items():
+        assert abs(ratings[name].elo - elo) < max(40.0, 3 * ratings[name].stderr), name
+        assert ratings[name].games == 600 * (len(truth) - 1)
+    order = sorted(truth, key=lambda name: ratings[name].elo)
+    assert order == sorted(truth, key=truth.get)
+    assert 5 < ratings["ckpt:2"].stderr < 40
+
+
+def test_bradley_terry_prior_keeps_a_perfect_record_finite_and_needs_connected_players():
+    ratings = matches.fit_bradley_terry([("random", "ckpt:1", 0, 50)], prior_draws=2.0)
+    # 50 wins plus one virtual: exp(gap / 400 * ln 10) = 51 / 1.
+    assert ratings["ckpt:1"].elo == pytest.approx(400 * np.log10(51), abs=0.5)
+    unanchored = matches.fit_bradley_terry([("a", "b", 30, 10)], anchor=None)
+    # 31 to 11 with the virtual draw, centred on the mean.
+    assert unanchored["a"].elo == pytest.approx(200 * np.log10(31 / 11), abs=0.1)
+    assert unanchored["b"].elo == pytest.approx(-unanchored["a"].elo)
+    assert unanchored["a"].stderr == pytest.approx(unanchored["b"].stderr)
+    assert unanchored["a"].stderr > 0
+    with pytest.raises(ValueError, match="connect"):
+        matches.fit_bradley_terry([("random", "a", 3, 2), ("b", "c", 4, 1)])
+
+
+def test_cli_random_against_random_end_to_end(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "evaluate.py", "--black", "random", "--white", "random",
+         "--board-size", "5", "--games", "6", "--sgf", str(tmp_path)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "A = A random, B = B random: 6 games (A black in 3, white in 3)" in result.stdout
+    line = next(l for l in result.stdout.splitlines() if l.startswith("A wins"))
+    wins, losses, draws = (int(w) for w in line.replace(",", "").replace(":", "").split()[2:7:2])
+    assert wins + losses + draws == 6
+    assert "95% Wilson interval" in line
+    written = sorted(tmp_path.glob("*.sgf"))
+    assert len(written) == 6
+    size, komi, moves = sgf_to_moves(written[0].read_bytes())
+    assert (size, komi) == (5, 7.5) and moves[0][0] == 1
+
+
+def test_cli_refuses_bad_arguments():
+    import evaluate
+    for argv in (["--black", "random"], ["--rating"], ["--black", "random", "--white", "random",
+                                                        "--games", "0"]):
+        with pytest.raises(SystemExit) as stopped, contextlib.redirect_stderr(io.StringIO()):
+            evaluate.parse_args(argv)
+        assert stopped.value.code == 2
+
+
+# ---------------------------------------------------------------- against GNU Go
+
+@needs_gnugo
+def test_match_against_gnugo_level_0_runs_to_the_end_and_agrees_with_gnugo(tiny_net):
+    config, net = tiny_net
+    report = matches.play_against_gnugo(config, net, level=0, games=4, simulations=4, seed=3,
+                                        parallel=4)
+    assert report.games == 4 and report.not_played == 0
+    assert report.player_a == "net" and report.player_b == "gnugo:0"
+    assert [r.a_colour for r in report.records] == [1, -1, 1, -1]
+    finished = [r for r in report.records if not r.resigned and not r.capped]
+    for record in report.records:
+        if record.resigned:
+            assert record.resigned == record.a_colour * -1 and record.result == 1
+            continue
+        score, _ = replayed_score(record, config)
+        assert record.score == score
+        assert record.result == np.sign(score) * record.a_colour
+        size, komi, sgf_moves = sgf_to_moves(record.sgf)
+        assert [move for _, move in sgf_moves] == record.moves
+    # Our score against GNU Go's own verdict, asked here without gnugo.py.
+    assert report.checked == len(finished) >= 1
+    for record in finished:
+        assert record.gnugo_score == gnugo_final_score(record.moves, config.komi) == record.score
+    assert report.disagreements == 0
+    assert report.wins + report.losses + report.draws == 4
+
+
+@needs_gnugo
+def test_dead_stones_left_by_passing_are_cleaned_up_before_scoring():
+    # GNU Go (black) passes with a dead white stone on the board; Tromp-Taylor would count it
+    # alive and hand white the game (2 - 1 - 2.5 = -1.5). The cleanup phase removes it.
+    config = Config(board_size=N, komi=2.5)
+    gnugo = matches.GnuGoPlayer(config, 0, 1, seed=1)
+    try:
+        report = matches.play_match(config, gnugo, Scripted([12, 7]), 1, parallel=1)
+    finally:
+        gnugo.close()
+    [record] = report.records
+    assert record.cleanup_start is not None
+    go = GoBatch(1, N, komi=config.komi)
+    for move in record.moves[:record.cleanup_start]:
+        go.play(np.array([move]))
+    assert go.is_over()[0] and go.score()[0] < 0, "without cleanup white would win"
+    score, board = replayed_score(record, config)
+    assert not (board == -1).any()
+    assert record.score == score == N * N - config.komi and record.result == 1
+    assert record.gnugo_score == record.score
+
+
+@needs_gnugo
+def test_a_dying_gnugo_process_costs_only_its_game(tiny_net):
+    config, net = tiny_net
+    messages = []
+
+    class Killed(matches.GnuGoPlayer):
+        def _genmove(self, slot, colour, moves, cleanup):
+            if self.games[slot] == 1 and len(moves) >= 3 and self.processes[slot] is not None:
+                os.kill(self.processes[slot].pid, signal.SIGKILL)
+            return super()._genmove(slot, colour, moves, cleanup)
+
+    player = matches.NetPlayer(config, net, 2, 2, seed=0)
+    opponent = Killed(config, 0, 2, seed=0, log=messages.append)
+    try:
+        report = matches.play_match(config, player, opponent, 3, parallel=2, log=messages.append)
+    finally:
+        opponent.close()
+    assert report.not_played == 1 and report.games == 2
+    assert [r.index for r in report.records] == [0, 2]
+    assert any("game 1" in m and "not counted" in m for m in messages), messages
+
+
+@needs_gnugo
+def test_an_illegal_move_drops_the_game_and_missing_gnugo_is_a_clear_error(tiny_net):
+    config = Config(board_size=N)
+    messages = []
+    gnugo = matches.GnuGoPlayer(config, 0, 2)
+    try:
+        report = matches.play_match(config, AlwaysCentre(), gnugo, 2, parallel=2,
+                                    log=messages.append)
+    finally:
+        gnugo.close()
+    assert report.not_played == 2 and report.games == 0
+    assert all("illegal" in m for m in messages[:2])
+    with pytest.raises(matches.GnuGoNotFound):
+        matches.play_against_gnugo(tiny_net[0], tiny_net[1], level=0, games=2, simulations=2,
+                                   gnugo_path="/nonexistent/gnugo")
+
+
+def test_checkpoint_against_checkpoint_searches_each_side_with_its_own_net(tiny_net):
+    config, net = tiny_net
+    calls = {"a": 0, "b": 0}
+
+    def counting(name):
+        def evaluate(planes):
+            calls[name] += len(planes)
+            return net(planes)
+        return evaluate
+
+    report = matches.checkpoint_vs_checkpoint(config, counting("a"), counting("b"), games=4,
+                                              simulations=3, seed=1)
+    assert report.games == 4 and report.not_played == 0
+    assert calls["a"] > 0 and calls["b"] > 0
+    for record in report.records:
+        score, _ = replayed_score(record, config)
+        assert record.result == np.sign(score) * record.a_colour
+        assert record.gnugo_score is None           # no GNU Go in the match, no referee
+
+
+@needs_gnugo
+def test_cli_checkpoint_against_gnugo_and_rating(tiny_run, tmp_path):
+    import evaluate
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = evaluate.main(["--run", str(tiny_run), "--black", "ckpt:latest", "--white",
+                              "gnugo:0", "--games", "2", "--sims", "2"])
+    assert code == 0
+    text = out.getvalue()
+    assert "A = ckpt:1, B = gnugo:0: 2 games (A black in 1, white in 1)" in text
+    assert "0 scores differ" in text
+    output = tmp_path / "elo.jsonl"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = evaluate.main(["--run", str(tiny_run), "--rating", "--games", "4", "--sims", "2",
+                              "--output", str(output)])
+    assert code == 0
+    assert "ckpt:1 vs random" in out.getvalue() or "random vs ckpt:1" in out.getvalue()
+    assert output.read_text().startswith('{"iteration": 1, "elo": ')
