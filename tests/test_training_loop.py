@@ -452,3 +452,28 @@ def test_replay_samples_are_symmetric_images_of_stored_positions():
         assert key in images, f"sample {j} is no symmetric image of a stored position"
         seen.add(images[key])
     assert len({k for _, k in seen}) > 4 and len({i for i, _ in seen}) == stored
+
+
+@pytest.mark.skipif(not Path("/usr/games/gnugo").exists() and shutil.which("gnugo") is None,
+                    reason="GNU Go is not installed")
+def test_rated_evaluations_log_gnugo_previous_and_a_chained_elo(tmp_path):
+    run = tmp_path / "rated"
+    code, _, err = run_main(run, "--iterations", "4", "--gnugo_every", "2", "--gnugo_games", "2",
+                            "--previous_games", "4", "--checkpoints_to_keep", "2")
+    assert code == 0, err
+    lines = metrics(run)
+    assert [line["iteration"] for line in lines] == [1, 2, 3, 4]
+    for line in (lines[0], lines[2]):
+        assert not {"win_rate_gnugo", "elo", "win_rate_previous"} & set(line)
+    first, second = lines[1], lines[3]
+    assert first["gnugo_level"] == 0 and first["gnugo_games"] == 2
+    assert 0 <= first["win_rate_gnugo"] <= 1 and first["elo"] == 0.0
+    assert "win_rate_previous" not in first  # nothing rated before it
+    assert second["previous_iteration"] == 2 and second["previous_games"] == 4
+    # The chained rating moves by the Elo difference of the match, a sweep clamped to half a game.
+    rate = min(max(second["win_rate_previous"], 0.5 / 4), 1 - 0.5 / 4)
+    assert second["elo"] == pytest.approx(400 * math.log10(rate / (1 - rate)), abs=0.06)
+    # The newest two checkpoints are kept, plus the rating's reference (iteration 4 itself now).
+    assert checkpoint_iterations(run) == [3, 4]
+    _, counters = read_checkpoint(run, 4)
+    assert counters["rated_iteration"] == 4
