@@ -37,12 +37,12 @@ class TrainingLoop:
         import tensorflow as tf
         from architectures import CompiledNet
         from replay_buffer import ReplayBuffer
-        from selfplay import SelfPlay, net_batch_size
+        from selfplay import SelfPlay
 
         self.config = config
         self.run = run
         self.trainer = build_trainer(config)
-        self.net = CompiledNet(self.trainer.model, net_batch_size(config))
+        self.net = CompiledNet(self.trainer.model, config.num_games)
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
                          "wall_time_s": 0.0}
         self.buffer = ReplayBuffer(config.replay_window, config.board_size, config.input_planes)

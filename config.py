@@ -43,10 +43,7 @@ class Config:
     sensible_moves_only: bool = True
 
     # Self-play.
-    num_games: int = 128               # games played at once
-    # Evaluate one half of the games' leaves while the tree and rules work on the other half
-    # (net batch num_games // 2; rules and tree then run on one thread, the net on the rest).
-    pipelined: bool = True
+    num_games: int = 128               # games played at once; the net's inference batch
     positions_per_iteration: int = 4096
     resign_threshold: float = -1.0     # resign when the root value is below this; -1 disables
     resign_playthrough: float = 0.1    # share of games that never resign, to count false resigns

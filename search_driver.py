@@ -10,7 +10,6 @@ value (k,) in [-1, 1] from the view of the side to move), e.g. architectures.Com
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -42,11 +41,7 @@ def game_results(go: GoBatch, slots) -> np.ndarray:
 class SearchingGames:
     def __init__(self, num_games: int, board_size: int, *, komi: float, superko: bool,
                  max_moves: int, history: int, settings: SearchSettings, evaluator: Evaluator,
-                 seed: int = 0, num_threads: int = 0, pipelined: bool = False):
-        """pipelined: split the games into two halves and evaluate one half's leaves in a
-        worker thread while this thread runs the tree and the rules for the other half, so
-        the search's own cost hides behind the net's (the evaluator must release the GIL,
-        as TensorFlow does, and should be sized for num_games // 2 positions)."""
+                 seed: int = 0, num_threads: int = 0):
         self.num_games = num_games
         self.board_size = board_size
         self.history = history
@@ -60,34 +55,23 @@ class SearchingGames:
                           num_slots=num_games * (1 + self.search.max_nodes))
         self.games = np.arange(num_games)
         self.evaluations = 0
-        self.pipelined = pipelined and num_games >= 2
-        self._evaluator_thread = ThreadPoolExecutor(max_workers=1) if self.pipelined else None
-        self._halves = (self.games < num_games // 2, self.games >= num_games // 2)
 
     def node_slots(self, game, node) -> np.ndarray:
         return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
 
-    def _inputs(self, slots: np.ndarray):
-        """(legal, terminal, planes) of the positions in `slots`."""
+    def evaluate_slots(self, slots: np.ndarray):
+        """(priors, legal, values, terminal) of the positions in `slots`; a finished position's
+        value is its game result from the view of the side to move there."""
         legal = (self.go.sensible_moves(slots) if self.settings.sensible_moves_only
                  else self.go.legal_moves(slots))
-        return legal, self.go.is_over(slots), self.go.features(self.history, slots)
-
-    def _outputs(self, slots, legal, terminal, policy, values):
-        """(priors, legal, values, terminal); a finished position's value is its game result
-        from the view of the side to move there."""
+        terminal = self.go.is_over(slots)
+        policy, values = self.evaluator(self.go.features(self.history, slots))
         self.evaluations += len(slots)
         values = np.asarray(values, dtype=np.float32).copy()
         if terminal.any():
             finished = slots[terminal]
             values[terminal] = game_results(self.go, finished) * self.go.to_play(finished)
         return np.asarray(policy, dtype=np.float32), legal, values, terminal
-
-    def evaluate_slots(self, slots: np.ndarray):
-        """(priors, legal, values, terminal) of the positions in `slots`."""
-        legal, terminal, planes = self._inputs(slots)
-        policy, values = self.evaluator(planes)
-        return self._outputs(slots, legal, terminal, policy, values)
 
     def _evaluate_leaves(self, leaves):
         destination = self.node_slots(leaves.game, leaves.node)
@@ -118,38 +102,8 @@ class SearchingGames:
             if noise and self.settings.noise_fraction > 0:
                 self.search.add_root_noise(self.settings.dirichlet_alpha,
                                            self.settings.noise_fraction, games=games)
-            if self.pipelined:
-                self._run_pipelined(games, simulations)
-            else:
-                self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations)
+            self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations)
         return self.search.root_statistics()
-
-    def _run_pipelined(self, games: np.ndarray, simulations: int | None) -> None:
-        """search.run, with the two halves of the games taking turns: while the worker thread
-        evaluates one half's leaves, this thread backs up and selects for the other."""
-        searching = [games & half for half in self._halves]
-        pending = [None, None]
-        while any(group.any() for group in searching) or any(pending):
-            for half in (0, 1):
-                if pending[half] is not None:
-                    leaves, slots, legal, terminal, future = pending[half]
-                    pending[half] = None
-                    policy, values = future.result()
-                    self.search.expand_and_backup(
-                        leaves.game, leaves.node,
-                        *self._outputs(slots, legal, terminal, policy, values))
-                if not searching[half].any():
-                    continue
-                leaves = self.search.select(1, games=searching[half], simulation_limit=simulations)
-                if len(leaves.game):
-                    slots = self.node_slots(leaves.game, leaves.node)
-                    self.go.copy_play(self.node_slots(leaves.game, leaves.parent), slots,
-                                      leaves.action)
-                    legal, terminal, planes = self._inputs(slots)
-                    future = self._evaluator_thread.submit(self.evaluator, planes)
-                    pending[half] = (leaves, slots, legal, terminal, future)
-                elif self.search.done(searching[half], simulation_limit=simulations):
-                    searching[half] = np.zeros_like(searching[half])
 
     def play(self, actions: np.ndarray, games=None) -> None:
         """Play actions[g] in each chosen game and move its tree root along (subtree reuse)."""

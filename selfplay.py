@@ -52,21 +52,11 @@ def search_settings(config: Config, simulations: int | None = None) -> SearchSet
                           sensible_moves_only=config.sensible_moves_only)
 
 
-def selfplay_threads(config: Config, num_threads: int | None = None) -> int:
-    """Threads for the rules and the tree. Pipelined, they run beside the net's threads, and
-    OpenMP regions on an oversubscribed machine stall at every barrier: one thread."""
-    if num_threads is not None:
-        return num_threads
-    return 1 if config.pipelined else 0
-
-
-def net_batch_size(config: Config) -> int:
-    """Positions per net call in self-play: half the games when pipelined."""
-    return max(1, config.num_games // 2) if config.pipelined else config.num_games
-
-
 class SelfPlay:
-    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int | None = None):
+    # One thread for the rules and the tree (measured, bench_selfplay and a timing of the
+    # net's calls): idle OpenMP workers spinning between regions slowed each TensorFlow call
+    # by 10-35%, more than a second thread saves on the search.
+    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int = 1):
         self.config = config
         games = config.num_games
         length = config.resolved_max_moves
@@ -74,8 +64,7 @@ class SelfPlay:
         self.driver = SearchingGames(games, n, komi=config.komi, superko=config.superko,
                                      max_moves=length, history=config.history,
                                      settings=search_settings(config), evaluator=evaluator,
-                                     seed=seed, num_threads=selfplay_threads(config, num_threads),
-                                     pipelined=config.pipelined)
+                                     seed=seed, num_threads=num_threads)
         self.rng = np.random.default_rng(seed + 1)
         self.planes = np.zeros((games, length, n, n, config.input_planes), np.uint8)
         self.policy = np.zeros((games, length, config.num_actions), np.float32)

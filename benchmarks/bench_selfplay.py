@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 from architectures import CompiledNet  # noqa: E402
 from bp_tree import build_trainer  # noqa: E402
 from config import PRESETS  # noqa: E402
-from selfplay import SelfPlay, net_batch_size  # noqa: E402
+from selfplay import SelfPlay  # noqa: E402
 
 
 def raw_inference_rate(net, planes: np.ndarray, seconds: float) -> float:
@@ -41,23 +41,15 @@ def main() -> None:
     parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--positions", type=int, default=1024, help="self-play positions per repeat")
-    parser.add_argument("--pipelined", default=None, choices=["true", "false"],
-                        help="override the preset's pipelined setting")
     args = parser.parse_args()
 
     config = PRESETS[args.preset]
-    if args.pipelined is not None:
-        config = config.overridden(pipelined=args.pipelined == "true")
     trainer = build_trainer(config)
-    # The baseline is the net at the full game batch, its best rate; pipelined self-play
-    # calls it with half batches.
     net = CompiledNet(trainer.model, config.num_games)
-    selfplay_net = (net if net_batch_size(config) == config.num_games
-                    else CompiledNet(trainer.model, net_batch_size(config)))
     rng = np.random.default_rng(0)
     planes = (rng.random((config.num_games, config.board_size, config.board_size,
                           config.input_planes)) < 0.3).astype(np.float32)
-    selfplay = SelfPlay(config, selfplay_net, seed=1)
+    selfplay = SelfPlay(config, net, seed=1)
     selfplay.play(config.num_games)  # warm-up: traces, page faults, games under way
     net_rates, selfplay_rates, position_rates = [], [], []
     for _ in range(args.repeats):
@@ -67,8 +59,7 @@ def main() -> None:
         net_rates.append(raw_inference_rate(net, planes, seconds=max(2.0, batch.seconds / 3)))
     evals, nn_only = statistics.median(selfplay_rates), statistics.median(net_rates)
     print(f"preset {args.preset}: {config.board_size}x{config.board_size}, net {config.blocks}x"
-          f"{config.filters}, {config.num_games} games, net batch {net_batch_size(config)}, "
-          f"pipelined {config.pipelined}, {config.simulations} simulations")
+          f"{config.filters}, batch {config.num_games}, {config.simulations} simulations")
     print(f"self-play evals/s per repeat: {', '.join(f'{r:,.0f}' for r in selfplay_rates)}; "
           f"positions/s {statistics.median(position_rates):,.0f}")
     print(f"raw inference positions/s per repeat: {', '.join(f'{r:,.0f}' for r in net_rates)}")
