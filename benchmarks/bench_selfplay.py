@@ -49,7 +49,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     planes = (rng.random((config.num_games, config.board_size, config.board_size,
                           config.input_planes)) < 0.3).astype(np.float32)
-    selfplay = SelfPlay(config, net, seed=1)
+    # Self-play's net as bp_tree.py builds it (several compiled shapes); the baseline is the
+    # full batch, the net's best rate.
+    selfplay = SelfPlay(config, CompiledNet(trainer.model, config.num_games, shapes=8), seed=1)
     selfplay.play(config.num_games)  # warm-up: traces, page faults, games under way
     net_rates, selfplay_rates, position_rates = [], [], []
     for _ in range(args.repeats):

@@ -260,3 +260,18 @@ def test_mask_policy_renormalises_over_legal_moves():
     assert masked.dtype == np.float32
     with pytest.raises(ValueError):
         mask_policy(policy, np.zeros_like(legal))
+
+
+def test_several_compiled_shapes_pad_to_the_smallest_that_fits():
+    model = build_model(5, 6, blocks=1, filters=8)
+    one = CompiledNet(model, batch_size=8)
+    several = CompiledNet(model, batch_size=8, shapes=4)
+    assert several.compiled_sizes == [2, 4, 6, 8]
+    planes = (np.random.default_rng(0).random((19, 5, 5, 6)) < 0.4).astype(np.float32)
+    for rows in (1, 2, 3, 7, 8, 9, 19):
+        expected, got = one(planes[:rows]), several(planes[:rows])
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-5, atol=1e-6)
+    assert several.tracing_count == 1
+    with pytest.raises(ValueError, match="shapes"):
+        CompiledNet(model, batch_size=8, shapes=9)
