@@ -161,9 +161,9 @@ class TrainingLoop:
             self.counters.update(rated_iteration=iteration, elo=0.0)
             record["elo"] = 0.0
             return record
-        loaded = self.run.load_latest_checkpoint(iteration=reference)
-        self._reference_trainer.load_state_dict(loaded[0])
-        report = checkpoint_vs_checkpoint(config, self.net, self._reference_net, config.previous_games,
+        reference_trainer, reference_net = self._reference_player()
+        reference_trainer.load_state_dict(self.run.load_latest_checkpoint(iteration=reference)[0])
+        report = checkpoint_vs_checkpoint(config, self.net, reference_net, config.previous_games,
                                           config.eval_simulations, seed=seed, names=("new", "previous"))
         games = max(report.games, 1)
         # Clamp a clean sweep to half a game so the rating step stays finite.
@@ -174,17 +174,13 @@ class TrainingLoop:
                       previous_games=report.games, elo=round(elo, 1))
         return record
 
-    @property
-    def _reference_trainer(self):
+    def _reference_player(self):
+        """(trainer, net) that hold the rating's reference checkpoint, built on first use."""
         if self._reference is None:
             from architectures import CompiledNet
             trainer = build_trainer(self.config)
             self._reference = (trainer, CompiledNet(trainer.model, self.config.num_games))
-        return self._reference[0]
-
-    @property
-    def _reference_net(self):
-        return self._reference[1]
+        return self._reference
 
     def _train(self, new_positions: int, iteration: int) -> dict:
         from tqdm import tqdm

@@ -131,13 +131,10 @@ class RunDirectory:
             if old not in protect:
                 self.checkpoint_path(old).unlink(missing_ok=True)
 
-    def load_latest_checkpoint(self, iteration: int | None = None, before: int | None = None):
-        """(state, counters) of the newest readable checkpoint (or of `iteration`; or the
-        newest before iteration `before`), falling back past corrupt ones with a message;
-        None when there is none."""
+    def load_latest_checkpoint(self, iteration: int | None = None):
+        """(state, counters) of the newest readable checkpoint (or of `iteration`), falling
+        back past corrupt ones with a message; None when there is none."""
         candidates = self.checkpoint_iterations()
-        if before is not None:
-            candidates = [c for c in candidates if c < before]
         if iteration is not None:
             if iteration not in candidates:
                 raise CheckpointError(f"{self.path} has no checkpoint of iteration {iteration} "

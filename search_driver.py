@@ -53,7 +53,6 @@ class SearchingGames:
         self.go = GoBatch(num_games, board_size, komi=komi, superko=superko, max_moves=max_moves,
                           history_length=history, seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
-        self.games = np.arange(num_games)
         self.evaluations = 0
 
     def node_slots(self, game, node) -> np.ndarray:

@@ -29,23 +29,23 @@ from reference_rules import ReferenceGo  # noqa: E402
 def engine_moves_per_second(board_size: int, batch: int, seconds: float, backend: str) -> float:
     games = GoBatch(batch, board_size, backend=backend, seed=board_size * batch)
     legal = games.legal_moves()
-    # Warm up past the empty-board opening so the timed plies see mid-game positions too.
-    for _ in range(board_size * board_size // 2):
-        games.play(games.random_moves(include_pass=True, legal=legal))
-        legal = games.legal_moves()
-        over = games.is_over()
-        if over.any():
-            games.reset(over)
-            legal = games.legal_moves()
-    plies = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
+
+    def ply(legal):
         games.play(games.random_moves(include_pass=True, legal=legal))
         legal = games.legal_moves()
         over = games.is_over()
         if over.any():
             games.reset(over)
             legal[games.to_numpy(over)] = games.legal_moves(over)
+        return legal
+
+    # Warm up past the empty-board opening so the timed plies see mid-game positions too.
+    for _ in range(board_size * board_size // 2):
+        legal = ply(legal)
+    plies = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        legal = ply(legal)
         plies += 1
     if backend == "cuda":
         import cupy

@@ -34,9 +34,6 @@ class CpuBackend:
     def seed(self, slots, seed: int):
         self.rules.seed(self.pool, slots, seed)
 
-    def check(self, slots, moves):
-        return self.rules.check(self.pool, slots, moves)
-
     def play(self, slots, moves):
         return self.rules.play(self.pool, slots, moves)
 

@@ -149,24 +149,6 @@ static PyObject *first_illegal(RulesObject *self, SlotArgs *a, const int64_t *mo
     return Py_BuildValue("(ni)", first, first_status);
 }
 
-static PyObject *rules_check(RulesObject *self, PyObject *args)
-{
-    PyObject *pool, *slots, *moves_object;
-    SlotArgs a;
-    Buffer moves = {0};
-    if (!PyArg_ParseTuple(args, "OOO", &pool, &slots, &moves_object) ||
-        borrow_slots(self, pool, slots, &a) < 0)
-        return NULL;
-    if (borrow(moves_object, &moves, 0, 8, a.count, "moves") < 0) {
-        release_slots(&a);
-        return NULL;
-    }
-    PyObject *result = first_illegal(self, &a, (const int64_t *)moves.view.buf);
-    release(&moves);
-    release_slots(&a);
-    return result;
-}
-
 /* play(pool, slots, moves): all-or-nothing. Returns None when every move was played, else
  * (index, status) of the first illegal move and nothing is changed. */
 static PyObject *rules_play(RulesObject *self, PyObject *args)
@@ -495,7 +477,6 @@ static PyMethodDef rules_methods[] = {
     {"layout", (PyCFunction)rules_layout, METH_NOARGS, "Slot size and header field offsets."},
     {"reset", (PyCFunction)rules_reset, METH_VARARGS, "reset(pool, slots)"},
     {"seed", (PyCFunction)rules_seed, METH_VARARGS, "seed(pool, slots, seed)"},
-    {"check", (PyCFunction)rules_check, METH_VARARGS, "check(pool, slots, moves) -> None | (index, status)"},
     {"play", (PyCFunction)rules_play, METH_VARARGS, "play(pool, slots, moves) -> None | (index, status)"},
     {"copy_play", (PyCFunction)rules_copy_play, METH_VARARGS,
      "copy_play(pool, src, dst, moves) -> None | (index, status)"},
