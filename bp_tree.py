@@ -3,7 +3,7 @@
     python bp_tree.py [--run NAME] [--preset cpu|tiny|paper] [--FIELD VALUE ...]
 
 Run again with the same --run to resume exactly where the last complete iteration left off
-(see run_directory.py for what "complete" means and what is written where).
+(see training/run_directory.py for what "complete" means and what is written where).
 """
 from __future__ import annotations
 
@@ -12,32 +12,32 @@ import os
 import sys
 import time
 
+import colorama
 import numpy as np
+from colorama import Fore, Style
+from tqdm import tqdm
 
-from config import Config
-from run_directory import CheckpointError, RunDirectory, atomic_save_npz, atomic_write_bytes, resolve_run_path
+from games.gnugo import GnuGoError, GnuGoNotFound
+from games.matches import checkpoint_vs_checkpoint, play_against_gnugo, play_pair
+from games.ratings import elo_step
+from games.selfplay import SelfPlay
+from games.sgf_records import game_to_sgf, result_text
+from training.config import Config
+from training.nets import build_trainer, open_net
+from training.replay_buffer import ReplayBuffer, chunk_arrays
+from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz,
+                                    atomic_write_bytes, resolve_run_path)
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def build_trainer(config: Config):
-    import keras
-    from architectures import Trainer, build_model
-    keras.utils.set_random_seed(config.seed)  # the initial weights follow the run's seed
-    model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
-                        l2=config.l2, value_hidden=config.value_hidden)
-    return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
-                   momentum=config.momentum)
-
-
 class TrainingLoop:
     def __init__(self, config: Config, run: RunDirectory):
+        # Deferred: TensorFlow (and what imports it) loads only once the run is prepared.
         import tensorflow as tf
         from architectures import CompiledNet
-        from replay_buffer import ReplayBuffer
-        from selfplay import SelfPlay
 
         self.config = config
         self.run = run
@@ -54,7 +54,6 @@ class TrainingLoop:
         self.rng = np.random.default_rng([config.seed, iteration])
         self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
-        self._reference = None  # (trainer, net) of the rating's reference checkpoint, lazily
         self.tf = tf
 
     def _resume(self) -> None:
@@ -85,9 +84,6 @@ class TrainingLoop:
             f"(read {loaded_positions})")
 
     def iterate(self) -> dict:
-        from tqdm import tqdm
-        from evaluation import play_against_random
-        from replay_buffer import chunk_arrays
 
         config, run = self.config, self.run
         iteration = self.counters["iteration"] + 1
@@ -102,8 +98,11 @@ class TrainingLoop:
 
         losses = self._train(batch.positions, iteration)
 
-        evaluation = play_against_random(config, self.net, config.eval_games_random,
-                                         config.eval_simulations, seed=config.seed + iteration)
+        # Greedy from the first move (no sampled opening): the net at its strongest.
+        evaluation = play_pair(config, self.net, "random", config.eval_games_random,
+                               config.eval_simulations, seed=config.seed + iteration,
+                               parallel=min(config.eval_games_random, config.num_games),
+                               names=("net", "random"), opening_moves=0)
         self._write_sgf(iteration, batch.games)
 
         self.counters["iteration"] = iteration
@@ -145,7 +144,6 @@ class TrainingLoop:
         """Every gnugo_every iterations: a match against GNU Go, and one against the checkpoint
         of the previous such evaluation, whose result moves a chained Elo rating (the first
         rated net, and a random player before it, sit at 0)."""
-        from matches import GnuGoError, GnuGoNotFound, checkpoint_vs_checkpoint, play_against_gnugo
         config, record = self.config, {}
         seed = config.seed * 7919 + iteration
         try:
@@ -161,29 +159,17 @@ class TrainingLoop:
             self.counters.update(rated_iteration=iteration, elo=0.0)
             record["elo"] = 0.0
             return record
-        reference_trainer, reference_net = self._reference_player()
-        reference_trainer.load_state_dict(self.run.load_latest_checkpoint(iteration=reference)[0])
-        report = checkpoint_vs_checkpoint(config, self.net, reference_net, config.previous_games,
+        previous = open_net(self.run.path, checkpoint=reference, log=log,
+                            batch_size=min(config.previous_games, 32))
+        report = checkpoint_vs_checkpoint(config, self.net, previous.net, config.previous_games,
                                           config.eval_simulations, seed=seed, names=("new", "previous"))
-        games = max(report.games, 1)
-        # Clamp a clean sweep to half a game so the rating step stays finite.
-        rate = min(max(report.win_rate, 0.5 / games), 1 - 0.5 / games)
-        elo = self.counters["elo"] + 400 * math.log10(rate / (1 - rate))
+        elo = self.counters["elo"] + elo_step(report.win_rate, report.games)
         self.counters.update(rated_iteration=iteration, elo=elo)
         record.update(win_rate_previous=report.win_rate, previous_iteration=reference,
                       previous_games=report.games, elo=round(elo, 1))
         return record
 
-    def _reference_player(self):
-        """(trainer, net) that hold the rating's reference checkpoint, built on first use."""
-        if self._reference is None:
-            from architectures import CompiledNet
-            trainer = build_trainer(self.config)
-            self._reference = (trainer, CompiledNet(trainer.model, self.config.num_games))
-        return self._reference
-
     def _train(self, new_positions: int, iteration: int) -> dict:
-        from tqdm import tqdm
         config = self.config
         if len(self.buffer) < config.min_replay:
             return {}
@@ -210,7 +196,6 @@ class TrainingLoop:
         return result
 
     def _write_sgf(self, iteration: int, games) -> None:
-        from sgf_records import game_to_sgf, result_text
         for index, game in enumerate(games[:self.config.sgf_samples]):
             data = game_to_sgf(self.config.board_size, self.config.komi, game.moves,
                                result_text(game.result, game.score, game.resigned),
@@ -243,7 +228,6 @@ class TrainingLoop:
 
 
 def summary_line(record: dict) -> str:
-    from colorama import Fore, Style
     losses = (f"policy {record['loss_policy']:.3f} value {record['loss_value']:.3f}"
               if "loss_policy" in record else "training waits for the replay buffer")
     rate = record["win_rate_random"]
@@ -266,7 +250,6 @@ def main(argv=None) -> int:
     except ValueError as error:
         log(f"bp_tree: {error}")
         return 2
-    import colorama
     colorama.just_fix_windows_console()
     loop = TrainingLoop(config, run)
     log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "

@@ -8,7 +8,8 @@ Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`,
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
-the cross-check of our score against a fresh GNU Go's final_score (matches.py has the rules).
+the cross-check of our score against a fresh GNU Go's final_score (games/matches.py has the
+rules).
 
 --rating plays a round robin between the run's newest checkpoints (`--checkpoints`, default all
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
@@ -23,6 +24,13 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from games.gnugo import GnuGoNotFound
+from games.matches import play_pair, round_robin
+from games.ratings import fit_bradley_terry, rating_table
+from training.config import Config
+from training.nets import NetOpenError, open_net, read_config
+from training.run_directory import RunDirectory, atomic_write_bytes
 
 
 def log(message: str) -> None:
@@ -81,10 +89,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 class Checkpoints:
-    """Nets of one run's checkpoints, each loaded once."""
+    """Nets of one run's checkpoints, each opened once."""
 
     def __init__(self, run_path: Path, batch_size: int):
-        from run_directory import RunDirectory
         self.run = RunDirectory(run_path, log=log)
         self.batch_size = batch_size
         self.loaded: dict[int, object] = {}
@@ -99,29 +106,22 @@ class Checkpoints:
             raise SystemExit(f"evaluate: ckpt:{which}: expected ckpt:latest or ckpt:ITERATION")
         return int(which)
 
-    def net(self, config, iteration: int):
-        """The checkpoint's net; CheckpointError if it is gone (the loop keeps only the last few)."""
+    def net(self, iteration: int):
+        """The checkpoint's net; NetOpenError if it is gone (the loop keeps only the last few)."""
         if iteration not in self.loaded:
-            from architectures import CompiledNet
-            from bp_tree import build_trainer
-            loaded = self.run.load_latest_checkpoint(iteration)
-            trainer = build_trainer(config)
-            trainer.load_state_dict(loaded[0])
-            self.loaded[iteration] = CompiledNet(trainer.model, self.batch_size)
+            self.loaded[iteration] = open_net(self.run.path, checkpoint=iteration,
+                                              batch_size=self.batch_size, log=log).net
         return self.loaded[iteration]
 
 
 def load_config(args: argparse.Namespace):
-    from config import Config
-    from run_directory import resolve_run_path
     if not args.run:
         return Config(board_size=args.board_size or 7,
                       komi=7.5 if args.komi is None else args.komi).validate(), None
-    path = resolve_run_path(args.run)
-    config_path = path / "config.json"
-    if not config_path.exists():
-        raise SystemExit(f"evaluate: {config_path} not found: is {path} a run directory?")
-    return Config.from_json(config_path.read_text()), path
+    try:
+        return read_config(args.run)
+    except NetOpenError as error:
+        raise SystemExit(f"evaluate: {error}") from None
 
 
 def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[object, str]:
@@ -136,24 +136,21 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[objec
     if kind == "ckpt":
         if checkpoints is None:
             raise SystemExit(f"evaluate: {spec} needs --run")
-        from run_directory import CheckpointError
         iteration = checkpoints.iteration(value)
         try:
-            return checkpoints.net(config, iteration), f"ckpt:{iteration}"
-        except CheckpointError as error:
+            return checkpoints.net(iteration), f"ckpt:{iteration}"
+        except NetOpenError as error:
             raise SystemExit(f"evaluate: {error}") from None
     raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L or random")
 
 
 def write_sgf(directory: str, report) -> None:
-    from run_directory import atomic_write_bytes
     for record in report.records:
         atomic_write_bytes(Path(directory) / f"game_{record.index:04d}.sgf", record.sgf)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from matches import GnuGoNotFound, play_pair
     config, run_path = load_config(args)
     simulations = config.simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
@@ -185,8 +182,6 @@ def main(argv=None) -> int:
 
 def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
            parallel: int) -> int:
-    from matches import fit_bradley_terry, rating_table, round_robin
-    from run_directory import CheckpointError
     iterations = checkpoints.run.checkpoint_iterations()
     if not iterations:
         raise SystemExit(f"evaluate: {checkpoints.run.path} has no checkpoint")
@@ -195,8 +190,8 @@ def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
     entries = {"random": "random"}
     for iteration in iterations:
         try:
-            entries[f"ckpt:{iteration}"] = checkpoints.net(config, iteration)
-        except CheckpointError as error:
+            entries[f"ckpt:{iteration}"] = checkpoints.net(iteration)
+        except NetOpenError as error:
             log(f"evaluate: skipping checkpoint {iteration} ({error})")
     iterations = [i for i in iterations if f"ckpt:{i}" in entries]
     if not iterations:

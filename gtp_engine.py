@@ -17,6 +17,9 @@ import io
 import os
 import sys
 
+from gtp import EngineOptions, GoEngine, GtpServer
+from training.nets import NetOpenError, open_net
+
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
@@ -60,44 +63,19 @@ def claim_stdout():
 
 def load_engine(args: argparse.Namespace):
     """The GoEngine of the run's checkpoint; SystemExit(2) with a message if there is none."""
-    from config import Config
-    from run_directory import CheckpointError, RunDirectory, resolve_run_path
-
-    run_path = resolve_run_path(args.run)
-    config_path = run_path / "config.json"
-    if not config_path.exists():
-        log(f"gtp_engine: {config_path} not found: is {run_path} a run directory?")
-        raise SystemExit(2)
     try:
-        config = Config.from_json(config_path.read_text())
-        loaded = RunDirectory(run_path, log=log).load_latest_checkpoint(args.checkpoint)
-    except (ValueError, TypeError, CheckpointError) as error:
+        opened = open_net(args.run, checkpoint=args.checkpoint, batch_size=1, log=log)
+    except NetOpenError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
-    if loaded is None:
-        log(f"gtp_engine: {run_path} has no checkpoint yet; train it first (bp_tree.py --run ...)")
-        raise SystemExit(2)
-    state, counters = loaded
-
-    from architectures import CompiledNet
-    from bp_tree import build_trainer
-    from gtp import EngineOptions, GoEngine
-
-    trainer = build_trainer(config)
-    try:
-        trainer.load_state_dict(state)
-    except ValueError as error:
-        log(f"gtp_engine: the checkpoint does not fit the run's config ({error})")
-        raise SystemExit(2) from None
-    iteration = counters["iteration"]
+    config = opened.config
     options = EngineOptions(simulations=args.sims or config.simulations,
                             use_search=not args.no_search,
                             resign_threshold=args.resign_threshold,
                             analysis_simulations=args.analysis_sims,
-                            version=f"{run_path.name} iteration {iteration}")
-    engine = GoEngine(config, CompiledNet(trainer.model, batch_size=1), options, log=log,
-                      seed=config.seed)
-    log(f"gtp_engine: {run_path} iteration {iteration}, {config.board_size}x{config.board_size}, "
+                            version=opened.label)
+    engine = GoEngine(config, opened.net, options, log=log, seed=config.seed)
+    log(f"gtp_engine: {opened.path}: {opened.label}, {config.board_size}x{config.board_size}, "
         f"net {config.blocks}x{config.filters}, "
         + (f"{options.simulations} simulations per move" if options.use_search else "no search"))
     return engine
@@ -108,7 +86,6 @@ def main(argv=None) -> int:
     protocol_output = claim_stdout()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     engine = load_engine(args)
-    from gtp import GtpServer
     GtpServer(engine.handlers(), protocol_output, log=log).serve(sys.stdin)
     return 0
 

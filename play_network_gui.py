@@ -27,12 +27,12 @@ os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 import pygame  # noqa: E402
 from pygame import gfxdraw  # noqa: E402
 
-from config import Config  # noqa: E402
+from games.search import SearchingGames  # noqa: E402
 from gui.controls import command_for_click, command_for_key, dispatch, layout_buttons  # noqa: E402
 from gui.geometry import BoardGeometry  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession, colour_name  # noqa: E402
 from kernels import coords  # noqa: E402
-from run_directory import CheckpointError, RunDirectory, resolve_run_path  # noqa: E402
+from training.nets import NetOpenError, open_net, read_config  # noqa: E402
 
 BOARD_PIXELS = 680
 PANEL_LEFT = BOARD_PIXELS + 20
@@ -86,58 +86,31 @@ def parse_args(argv=None) -> argparse.Namespace:
 def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path]:
     """The game against the run's net, and where to save SGF files; SetupError when the run
     cannot be played (missing, no checkpoint yet, another board size)."""
-    run_path = resolve_run_path(args.run)
-    if not run_path.is_dir():
-        raise SetupError(f"there is no run directory {run_path}. Train one first: "
-                         f"python bp_tree.py --run {args.run}")
-    config_path = run_path / "config.json"
-    if not config_path.exists():
-        raise SetupError(f"{run_path} has no config.json: is it a run directory written by "
-                         f"bp_tree.py?")
     try:
-        config = Config.from_json(config_path.read_text())
-    except (ValueError, TypeError) as error:
-        raise SetupError(f"{config_path} is unreadable: {error}") from None
+        config, run_path = read_config(args.run)
+    except NetOpenError as error:
+        raise SetupError(str(error)) from None
     if args.size is not None and args.size != config.board_size:
         raise SetupError(f"--size {args.size} does not match the run: its net was trained on "
                          f"{config.board_size}x{config.board_size} and plays only that size "
                          f"(leave out --size, or pick a run trained on {args.size}x{args.size})")
-    run = RunDirectory(run_path, log=log)
     try:
-        loaded = run.load_latest_checkpoint(args.checkpoint)
-    except CheckpointError as error:
+        opened = open_net(run_path, checkpoint=args.checkpoint, batch_size=1, log=log)
+    except NetOpenError as error:
         raise SetupError(str(error)) from None
-    if loaded is None:
-        raise SetupError(f"{run_path} has no checkpoint yet: a run writes its first one when "
-                         f"iteration 1 is complete. Let `python bp_tree.py --run {args.run}` "
-                         f"train a little longer, then try again.")
-    state, counters = loaded
-
-    # TensorFlow is imported only once there is a net to play.
-    from architectures import CompiledNet
-    from bp_tree import build_trainer
-    from search_driver import SearchingGames
-    from selfplay import search_settings
-
-    trainer = build_trainer(config)
-    try:
-        trainer.load_state_dict(state)
-    except ValueError as error:
-        raise SetupError(f"the checkpoint does not fit the run's config.json: {error}") from None
-    net = CompiledNet(trainer.model, batch_size=1)
     search_simulations = args.sims or config.simulations
     simulations = 0 if args.no_search else search_simulations
-    driver = SearchingGames(1, config.board_size, komi=config.komi, superko=config.superko,
-                            max_moves=config.resolved_max_moves, history=config.history,
-                            settings=search_settings(config, simulations=search_simulations),
-                            evaluator=net, seed=args.seed, num_threads=1)
-    iteration = counters["iteration"]
+    driver = SearchingGames(config, 1, opened.net, simulations=search_simulations,
+                            seed=args.seed, num_threads=1)
     session = GameSession(driver, simulations=simulations,
                           human_colour=BLACK if args.colour == "black" else WHITE,
-                          net_name=f"{run_path.name} iteration {iteration}")
+                          net_name=opened.label)
     session.message = (f"You play {colour_name(session.human_colour)}. Click a point to play; "
                        f"P passes, two passes end the game.")
-    save_dir = args.save_dir if args.save_dir is not None else run_path / "gui_games"
+    if args.save_dir is not None:
+        save_dir = args.save_dir
+    else:   # beside the net: in the run directory, or next to a model file
+        save_dir = (run_path if run_path.is_dir() else run_path.parent) / "gui_games"
     return session, save_dir
 
 

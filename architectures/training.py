@@ -184,25 +184,36 @@ class Trainer:
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Restore a `state_dict()` (e.g. an `np.load`ed .npz) exactly; all or nothing."""
-        variables = self._state_variables()
-        missing = sorted(set(variables) - set(state))
-        unexpected = sorted(set(state) - set(variables))
-        if missing or unexpected:
-            raise ValueError(
-                "training state does not match this net and optimizer "
-                f"(missing {missing[:4]}{'...' if len(missing) > 4 else ''}, "
-                f"unexpected {unexpected[:4]}{'...' if len(unexpected) > 4 else ''})")
-        arrays = {}
-        for name, variable in variables.items():
-            array = np.asarray(state[name])
-            if tuple(array.shape) != tuple(variable.shape):
-                label = getattr(variable, "path", name)
-                raise ValueError(f"training state entry {name} ({label}) has shape "
-                                 f"{array.shape}, this net needs {tuple(variable.shape)}: "
-                                 "was it saved with another board size or net shape?")
-            arrays[name] = array
-        for name, variable in variables.items():
-            variable.assign(arrays[name])
+        _assign_all(self._state_variables(), state)
+
+    def load_model_weights(self, state: Mapping[str, np.ndarray]) -> None:
+        """Restore only the model's weights (`model.NNNN` entries; a model file or a
+        checkpoint); the optimizer and the counters stay as they are. All or nothing."""
+        _assign_all({name: variable for name, variable in self._state_variables().items()
+                     if name.startswith("model.")},
+                    {name: array for name, array in state.items() if name.startswith("model.")})
+
+
+def _assign_all(variables: Mapping[str, tf.Variable], state: Mapping[str, np.ndarray]) -> None:
+    """Assign state[name] to every variable, after checking that names and shapes all match."""
+    missing = sorted(set(variables) - set(state))
+    unexpected = sorted(set(state) - set(variables))
+    if missing or unexpected:
+        raise ValueError(
+            "training state does not match this net and optimizer "
+            f"(missing {missing[:4]}{'...' if len(missing) > 4 else ''}, "
+            f"unexpected {unexpected[:4]}{'...' if len(unexpected) > 4 else ''})")
+    arrays = {}
+    for name, variable in variables.items():
+        array = np.asarray(state[name])
+        if tuple(array.shape) != tuple(variable.shape):
+            label = getattr(variable, "path", name)
+            raise ValueError(f"training state entry {name} ({label}) has shape "
+                             f"{array.shape}, this net needs {tuple(variable.shape)}: "
+                             "was it saved with another board size or net shape?")
+        arrays[name] = array
+    for name, variable in variables.items():
+        variable.assign(arrays[name])
 
 
 def _check_schedule(learning_rates) -> tuple[tuple[int, float], ...]:

@@ -4,7 +4,7 @@ For each net size, at batch 128 with the 18 input planes of `GoBatch(history_len
 inference through `CompiledNet` (NumPy in, NumPy out, as the search calls it; batch norm
 folded, and for comparison `fold_batch_norm=False`, which calls the Keras model) and
 `Trainer.train_step`, each the median of several timed repeats. The GFLOP/s column counts
-2 FLOPs per multiply-add of the forward pass (DESIGN.md: the box peaks at ~450-540 GFLOP/s).
+2 FLOPs per multiply-add of the forward pass (the 2-core boxes measured ~450-540 GFLOP/s).
 The last line is the 4x32 9x9 summary.
 
     .venv/bin/python benchmarks/bench_net.py [--seconds S] [--repeats R] [--batch B]

@@ -48,7 +48,7 @@ def engine_moves_per_second(board_size: int, batch: int, seconds: float, backend
         legal = ply(legal)
         plies += 1
     if backend == "cuda":
-        import cupy
+        import cupy  # deferred: optional, GPU runs only
         cupy.cuda.Device().synchronize()
     return plies * batch / (time.perf_counter() - start)
 

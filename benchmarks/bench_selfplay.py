@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from architectures import CompiledNet  # noqa: E402
-from bp_tree import build_trainer  # noqa: E402
-from config import PRESETS  # noqa: E402
-from selfplay import SelfPlay  # noqa: E402
+from training.nets import build_trainer  # noqa: E402
+from training.config import PRESETS  # noqa: E402
+from games.selfplay import SelfPlay  # noqa: E402
 
 
 def raw_inference_rate(net, planes: np.ndarray, seconds: float) -> float:

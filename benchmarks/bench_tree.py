@@ -1,12 +1,13 @@
 """Benchmark: the batched tree search plus the rules engine, with a dummy evaluator (no net).
 
-B games of self-play on an N x N board, `--simulations` per move, uniform priors and random
-values, greedy moves, subtree reuse between moves, a finished game restarted at once. Node i of
-game g keeps its position in engine slot B + g * max_nodes + i, so each simulation step is one
-`select`, one `copy_play` + `legal_moves` + `is_over` over all leaves, one `expand_and_backup`.
+B games of self-play on an N x N board through the production glue (games.search.
+SearchingGames: sensible-move masks, input planes, subtree reuse), `--simulations` per move,
+uniform priors and random values, greedy moves, a finished game restarted at once. Each search
+step is one `select`, one `copy_play` + `sensible_moves` + `is_over` + `features` over all
+leaves, one `expand_and_backup`.
 
-Prints simulations per second over all games, where the time goes (tree code, rules engine,
-Python glue; native C versus the Python facades), the pure-Python reference search on the same
+Prints simulations per second over all games, where the time goes (tree and driver, rules
+engine, dummy net; native C versus the Python facades), the pure-Python reference search on the same
 workload for a ratio, and what the search and engine would cost next to a net.
 Last line: ``tree 9x9 b128 sims_per_s=<X> vs_reference=<ratio>x``.
 
@@ -25,11 +26,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from kernels import GoBatch  # noqa: E402
+from games.search import SearchingGames  # noqa: E402
 from py_util import BatchedMCTS  # noqa: E402
 from reference_mcts import ReferenceMCTS  # noqa: E402
+from training.config import Config  # noqa: E402
 
-# Raw batched inference of the small CPU default net at batch 128 on this machine (issue brief).
+# Raw batched inference of the small CPU default net at batch 128 on this machine (measured when this benchmark was written).
 NET_POSITIONS_PER_S = 38_000
 
 
@@ -55,69 +57,41 @@ class Timed:
 
 
 class SelfPlay:
-    """B games of self-play: the search drives GoBatch slots, a dummy net evaluates."""
+    """B games of self-play through the production glue (games.search.SearchingGames: sensible
+    moves, input planes, subtree reuse), with a dummy net in place of the evaluator."""
 
-    def __init__(self, search, board_size: int, leaves_per_game: int, seed: int):
-        self.clocks: dict[str, float] = {}
-        batch = search.batch_size
-        self.batch, self.max_nodes, self.leaves_per_game = batch, search.max_nodes, leaves_per_game
-        go = GoBatch(batch, board_size, num_slots=batch * (1 + search.max_nodes), seed=seed)
-        if isinstance(search, BatchedMCTS):   # split native time from the Python facades
-            search._tree = Timed(search._tree, self.clocks, "tree_native")
-            go._backend = Timed(go._backend, self.clocks, "engine_native")
-        self.search = Timed(search, self.clocks, "tree")
-        self.go = Timed(go, self.clocks, "engine")
-        self.rng = np.random.default_rng(seed)
-        self.num_actions = board_size * board_size + 1
-        self.uniform = np.full((batch * leaves_per_game, self.num_actions), 1 / self.num_actions,
-                               np.float32)
+    def __init__(self, config: Config, batch: int, seed: int, threads: int = 0, search=None):
+        self.clocks: dict[str, float] = {"net": 0.0}
+        num_actions = config.board_size ** 2 + 1
+        rng = np.random.default_rng(seed)
+        uniform = np.full((batch * config.leaves_per_game, num_actions), 1 / num_actions,
+                          np.float32)
+
+        def dummy_net(planes):
+            start = time.perf_counter()
+            self.steps += 1
+            result = uniform[:len(planes)], rng.uniform(-1, 1, len(planes)).astype(np.float32)
+            self.clocks["net"] += time.perf_counter() - start
+            return result
+
+        driver = SearchingGames(config, batch, dummy_net, seed=seed, search=search,
+                                num_threads=threads)
+        if isinstance(driver.search, BatchedMCTS):   # split native time from the facades
+            driver.search._tree = Timed(driver.search._tree, self.clocks, "tree_native")
+            driver.go._backend = Timed(driver.go._backend, self.clocks, "engine_native")
+        driver.go = Timed(driver.go, self.clocks, "engine")
+        self.driver = driver
         self.steps = 0
-
-    def slots(self, game, node):
-        return self.batch + game * self.max_nodes + node
-
-    def evaluate(self, slots):
-        legal = self.go.legal_moves(slots)
-        terminal = self.go.is_over(slots)
-        values = self.rng.uniform(-1, 1, len(slots)).astype(np.float32)
-        if terminal.any():
-            over = slots[terminal]
-            values[terminal] = np.sign(self.go.score(over)) * self.go.to_play(over)
-        return self.uniform[:len(slots)], legal, values, terminal
-
-    def expand_roots(self):
-        needs = np.asarray(self.search.needs_root_expansion)
-        if not needs.any():
-            return
-        games = np.flatnonzero(needs)
-        roots = self.slots(games, self.search.root_nodes[games])
-        self.go.copy(games, roots)
-        priors = np.zeros((self.batch, self.num_actions), np.float32)
-        legal = np.zeros((self.batch, self.num_actions), bool)
-        values = np.zeros(self.batch, np.float32)
-        terminal = np.zeros(self.batch, bool)
-        priors[games], legal[games], values[games], terminal[games] = self.evaluate(roots)
-        self.search.expand_roots(priors, legal, values, terminal, games=needs)
 
     def move(self) -> int:
         """Search, play and advance one move in every game; returns the simulations run."""
-        search, go = self.search, self.go
-        self.expand_roots()
-        while not search.done():
-            leaves = search.select(self.leaves_per_game)
-            self.steps += 1
-            if len(leaves.game):
-                destination = self.slots(leaves.game, leaves.node)
-                go.copy_play(self.slots(leaves.game, leaves.parent), destination, leaves.action)
-                search.expand_and_backup(leaves.game, leaves.node, *self.evaluate(destination))
-        simulations = int(np.sum(search.simulations))
-        actions = search.choose_actions(0)
-        go.play(actions)
-        search.advance(actions)
-        finished = go.is_over()
+        driver = self.driver
+        driver.think(np.ones(driver.num_games, bool))
+        simulations = int(np.sum(driver.search.simulations))
+        driver.play(driver.search.choose_actions(0))
+        finished = driver.go.is_over()
         if finished.any():
-            go.reset(finished)
-            search.reset(finished)
+            driver.new_games(finished)
         return simulations
 
     def run(self, moves: int) -> tuple[int, float]:
@@ -147,22 +121,22 @@ def main() -> None:
     args = parser.parse_args()
     n, batch, simulations = args.board_size, args.batch, args.simulations
     actions = n * n + 1
-    options = dict(c_puct=1.25, fpu_reduction=0.25, virtual_loss=1.0)
+    config = Config(board_size=n, simulations=simulations, leaves_per_game=args.leaves,
+                    c_puct=1.25, fpu_reduction=0.25)
 
     print(f"workload: {n}x{n}, {batch} games, {simulations} simulations per move, "
           f"leaves per game per step: {args.leaves}, uniform priors, random values, greedy "
           f"moves, subtree reuse")
-    search = BatchedMCTS(batch, actions, simulations, seed=args.seed, num_threads=args.threads,
-                         **options)
+    first = SelfPlay(config, batch, args.seed, threads=args.threads)
+    search = first.driver.search
     print(f"buffers: {search.max_nodes} nodes per game, tree {search.memory_bytes / 1e6:.0f} MB; "
           f"search threads: {search.num_threads}; load average before: "
           f"{os.getloadavg()[0]:.2f} (other busy processes make OpenMP barriers stall)")
 
     # Same first moves from a fresh start for both searches: that is the ratio's workload.
-    first = SelfPlay(search, n, args.leaves, args.seed)
     c_first_sims, c_first_time = first.run(args.reference_moves)
-    reference = SelfPlay(ReferenceMCTS(batch, actions, simulations, **options), n, args.leaves,
-                         args.seed)
+    reference = SelfPlay(config, batch, args.seed, search=ReferenceMCTS(
+        batch, actions, simulations, c_puct=config.c_puct, fpu_reduction=config.fpu_reduction))
     reference_sims, reference_time = reference.run(args.reference_moves)
     ratio = (c_first_sims / c_first_time) / (reference_sims / reference_time)
 
@@ -172,17 +146,14 @@ def main() -> None:
     cores_used = (time.process_time() - cpu_start) / elapsed
     clocks = first.clocks
     rate = sims / elapsed
-    tree, engine = clocks["tree"], clocks["engine"]
-    glue = elapsed - tree - engine
-    print(f"search + engine: {sims:,} simulations in {elapsed:.2f} s over {first.steps:,} steps "
-          f"({1e6 * elapsed / first.steps:.0f} us per step, {cores_used:.2f} cores busy) = "
-          f"{rate:,.0f} simulations/s")
-    print(f"time: tree {percent(tree, elapsed)} (C {percent(clocks['tree_native'], elapsed)}, "
-          f"wrapper {percent(tree - clocks['tree_native'], elapsed)}), "
-          f"engine {percent(engine, elapsed)} (C {percent(clocks['engine_native'], elapsed)}, "
-          f"facade {percent(engine - clocks['engine_native'], elapsed)}), "
-          f"Python glue {percent(glue, elapsed)}")
-    print(f"tree alone: {sims / tree:,.0f} simulations/s (C part alone: "
+    engine, net = clocks["engine"], clocks["net"]
+    tree = elapsed - engine - net       # the search and the driver's Python around it
+    print(f"time: tree and driver {percent(tree, elapsed)} (tree C "
+          f"{percent(clocks['tree_native'], elapsed)}), engine {percent(engine, elapsed)} "
+          f"(C {percent(clocks['engine_native'], elapsed)}, facade "
+          f"{percent(engine - clocks['engine_native'], elapsed)}), dummy net "
+          f"{percent(net, elapsed)}")
+    print(f"tree and driver alone: {sims / tree:,.0f} simulations/s (tree C part alone: "
           f"{sims / clocks['tree_native']:,.0f}/s)")
     share = (1 / rate) / (1 / rate + 1 / NET_POSITIONS_PER_S)
     print(f"next to a net of {NET_POSITIONS_PER_S:,} positions/s: search + engine would be "
@@ -190,7 +161,7 @@ def main() -> None:
     rclocks = reference.clocks
     print(f"reference (pure Python tree, same engine and glue), {args.reference_moves} move(s) "
           f"from the start: {reference_sims / reference_time:,.0f} simulations/s "
-          f"(tree {percent(rclocks['tree'], reference_time)}); C on the same moves: "
+          f"(tree and driver {percent(reference_time - rclocks['engine'] - rclocks['net'], reference_time)}); C on the same moves: "
           f"{c_first_sims / c_first_time:,.0f} simulations/s")
     print(f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x")
 

@@ -36,14 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
-from config import Config
+from games import sgf_records
+from games.search import SearchingGames
 from gtp.game import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
 from kernels import coords
 from py_util import NO_NODE
-from search_driver import SearchingGames
-from selfplay import search_settings
-import sgf_records
+from training.config import Config
 
 COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
 COLOUR_NAMES = {1: "black", -1: "white"}
@@ -103,10 +102,8 @@ class GoEngine:
         self.tree_simulations = options.tree_simulations(n)
         # GTP games may be longer than self-play's max_moves; a game reaching this limit goes
         # on as a new segment (gtp/game.py), so it only bounds the superko hash history.
-        self.driver = SearchingGames(
-            1, n, komi=config.komi, superko=config.superko, max_moves=4 * n * n,
-            history=config.history, settings=search_settings(config, self.tree_simulations),
-            evaluator=evaluator, seed=seed, num_threads=1)
+        self.driver = SearchingGames(config.overridden(max_moves=4 * n * n), 1, evaluator,
+                                     simulations=self.tree_simulations, seed=seed, num_threads=1)
         self.go = self.driver.go
         self.record = GameRecord()
         self.replayer = Replayer(self.go)

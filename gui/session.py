@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from games.search import SearchingGames
+from games.sgf_records import game_to_sgf, result_text
 from gui.territory import area_counts, area_ownership
 from kernels import coords
-from run_directory import atomic_write_bytes
-from search_driver import SearchingGames
-from sgf_records import game_to_sgf, result_text
+from training.run_directory import atomic_write_bytes
 
 BLACK, WHITE = 1, -1
 GAME = np.zeros(1, np.int64)      # the session's one game: slot 0 of the engine

@@ -8,8 +8,6 @@ form           example on 9x9 (top-left, pass)  meaning
 flat index     ``0``, ``81``                    ``row * N + col``; pass is ``N * N``
 (row, col)     ``(0, 0)``                       row 0 is the top row, col 0 is left
 GTP vertex     ``"A9"``, ``"pass"``             column letter A.. skipping I, row N at top
-SGF point      ``"aa"``, ``""``                 column letter then row letter, both from a,
-                                                row a at top; pass is an empty value
 sgfmill        ``(8, 0)``, ``None``             (row from the BOTTOM, col), as the
                                                 sgfmill library counts
 =============  ==============================  =================================
@@ -17,7 +15,6 @@ sgfmill        ``(8, 0)``, ``None``             (row from the BOTTOM, col), as t
 from __future__ import annotations
 
 GTP_COLUMNS = "ABCDEFGHJKLMNOPQRST"  # GTP skips I
-SGF_LETTERS = "abcdefghijklmnopqrs"
 MIN_BOARD_SIZE = 2
 MAX_BOARD_SIZE = 19
 
@@ -69,24 +66,6 @@ def from_gtp(vertex: str, board_size: int) -> int:
     if not 1 <= number <= board_size:
         raise ValueError(f"{vertex!r} is not a vertex on a {board_size}x{board_size} board")
     return to_flat(board_size - number, col, board_size)
-
-
-def to_sgf(move: int, board_size: int) -> str:
-    point = from_flat(int(move), board_size)
-    if point is None:
-        return ""
-    row, col = point
-    return SGF_LETTERS[col] + SGF_LETTERS[row]
-
-
-def from_sgf(value: str, board_size: int) -> int:
-    # FF[3] wrote pass as "tt" on boards up to 19x19; FF[4] readers accept it too.
-    if value == "" or (value == "tt" and board_size <= 19):
-        return pass_move(board_size)
-    if len(value) != 2 or any(ch not in SGF_LETTERS[:board_size] for ch in value):
-        raise ValueError(f"{value!r} is not an SGF point on a {board_size}x{board_size} board")
-    col, row = (SGF_LETTERS.index(ch) for ch in value)
-    return to_flat(row, col, board_size)
 
 
 def to_sgfmill(move: int, board_size: int) -> tuple[int, int] | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import coords
+from .cpu_backend import CpuBackend
 from ._go_cpu import (ILLEGAL_GAME_OVER, ILLEGAL_KO, ILLEGAL_OCCUPIED, ILLEGAL_OUT_OF_RANGE,
                       ILLEGAL_SUICIDE, ILLEGAL_SUPERKO)
 
@@ -43,7 +44,7 @@ class GoState:
 
 def _cuda_available() -> tuple[bool, str]:
     try:
-        import cupy
+        import cupy  # deferred: optional (GPU installs only), and slow to import
     except ImportError:
         return False, "CuPy is not installed (./build.sh --cuda installs it)"
     try:
@@ -81,10 +82,9 @@ class GoBatch:
         self.backend_name = self._resolve_backend(backend)
         args = (board_size, self.history_length, self.superko, self.max_moves, self.num_slots)
         if self.backend_name == "cuda":
-            from .cuda_backend import CudaBackend
+            from .cuda_backend import CudaBackend  # deferred: it imports CuPy
             self._backend = CudaBackend(*args)
         else:
-            from .cpu_backend import CpuBackend
             # num_threads: CPU threads per call, 0 = OpenMP's default (all cores). One thread
             # avoids OpenMP's barrier stalls when other busy processes share the cores.
             self._backend = CpuBackend(*args, num_threads=_check_positive_int(

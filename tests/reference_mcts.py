@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from py_util.mcts import Leaves
+from py_util.mcts import Leaves, RootStatistics
 
 NEW, EXPANDED, TERMINAL, NO_ROOM = "new", "expanded", "terminal", "no_room"
 
@@ -296,6 +296,12 @@ class ReferenceMCTS:
         return actions
 
     # ----------------------------------------------------------------------- read access
+
+    def root_statistics(self) -> RootStatistics:
+        legal = np.zeros((self.batch_size, self.num_actions), dtype=bool)
+        for g, tree in enumerate(self.trees):
+            legal[g, list(tree.root.edges)] = True
+        return RootStatistics(self.root_visits(), self.root_q(), self.root_priors(), legal)
 
     def root_visits(self) -> np.ndarray:
         visits = np.zeros((self.batch_size, self.num_actions), dtype=np.int64)

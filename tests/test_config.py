@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config import PRESETS, Config
-from run_directory import resolve_run_path
+from training.config import PRESETS, Config
+from training.run_directory import resolve_run_path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,7 +27,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import sgf_records  # noqa: E402
+from games import sgf_records  # noqa: E402
 from gtp.protocol import GtpServer, format_response, parse, preprocess  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
 
@@ -569,13 +569,13 @@ def test_missing_run_exits_with_a_message_and_no_output(tmp_path):
                              "no_such_run_for_gtp_tests"], capture_output=True, text=True,
                             timeout=60, input="name\n", cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == ""
-    assert f"{PROJECT_ROOT / 'runs' / 'no_such_run_for_gtp_tests' / 'config.json'} not found" \
+    assert f"there is no run directory {PROJECT_ROOT / 'runs' / 'no_such_run_for_gtp_tests'}" \
         in result.stderr
 
 
 def fresh_gnugo_verdict(moves: list[tuple[int, str]], komi: float) -> tuple[str, str]:
     """(final_score, dead stones) of the position after `moves` by a new GNU Go process:
-    GNU Go caches final_score per position within a process (see DESIGN.md)."""
+    GNU Go caches final_score per position within a process (see games/gnugo.py)."""
     referee = GtpProcess([GNUGO, "--mode", "gtp", "--chinese-rules", "--komi", str(komi)])
     try:
         referee.command(f"boardsize {N}")
@@ -634,7 +634,7 @@ def test_a_game_against_gnugo_to_the_end_scored_by_our_rules_and_by_gnugo(tiny_r
         play_until_two_passes(cleanup=False)
         score_text, dead = fresh_gnugo_verdict(moves, komi)
         rounds = 0
-        while dead and rounds < 3:   # DESIGN.md: resume with cleanup until nothing is dead
+        while dead and rounds < 3:   # games/matches.py: resume with cleanup until nothing is dead
             play_until_two_passes(cleanup=True)
             score_text, dead = fresh_gnugo_verdict(moves, komi)
             rounds += 1

@@ -26,8 +26,9 @@ from gui.geometry import BoardGeometry  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession  # noqa: E402
 from gui.territory import area_counts, area_ownership  # noqa: E402
 from kernels import GoBatch  # noqa: E402
-from search_driver import SearchingGames, SearchSettings  # noqa: E402
-from sgf_records import sgf_to_moves  # noqa: E402
+from games.search import SearchingGames  # noqa: E402
+from training.config import Config  # noqa: E402
+from games.sgf_records import sgf_to_moves  # noqa: E402
 
 FIXTURE_RUN = Path(__file__).resolve().parent.parent / "notebooks" / "fixture_run"
 N = 5
@@ -191,9 +192,9 @@ class SlowUniformNet:
 
 
 def make_session(net, simulations=0, human_colour=BLACK, budget=16, sensible=False):
-    driver = SearchingGames(1, N, komi=7.5, superko=False, max_moves=2 * N * N, history=1,
-                            settings=SearchSettings(simulations=budget, sensible_moves_only=sensible),
-                            evaluator=net, seed=0, num_threads=1)
+    config = Config(board_size=N, komi=7.5, history=1, simulations=budget,
+                    sensible_moves_only=sensible)
+    driver = SearchingGames(config, 1, net, seed=0, num_threads=1)
     return GameSession(driver, simulations=simulations, human_colour=human_colour, chunk=4,
                        net_name="test net")
 

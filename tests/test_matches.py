@@ -1,4 +1,4 @@
-"""Matches and ratings (matches.py, gnugo.py, evaluate.py).
+"""Matches (games/matches.py, games/gnugo.py, evaluate.py).
 
 Against GNU Go: a short match of a tiny net (bp_tree, preset tiny: 5x5, one block of 8 filters,
 one iteration) at level 0 played to the end, every result checked by replaying the game into a
@@ -23,10 +23,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import matches  # noqa: E402
-from config import Config  # noqa: E402
+from games import gnugo, matches  # noqa: E402
+from training.config import Config  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
-from sgf_records import sgf_to_moves  # noqa: E402
+from games.sgf_records import sgf_to_moves  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 GNUGO = "/usr/games/gnugo"
@@ -49,12 +49,10 @@ def tiny_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_net(tiny_run):
-    """(config, net) of the tiny run's checkpoint, loaded the way evaluate.py loads it."""
-    import evaluate
-    args = evaluate.parse_args(["--run", str(tiny_run), "--black", "random", "--white", "random"])
-    config, run_path = evaluate.load_config(args)
-    checkpoints = evaluate.Checkpoints(run_path, batch_size=4)
-    return config, checkpoints.net(config, checkpoints.iteration("latest"))
+    """(config, net) of the tiny run's newest checkpoint, opened as every front end opens it."""
+    from training.nets import open_net
+    opened = open_net(tiny_run, batch_size=4)
+    return opened.config, opened.net
 
 
 def replayed_score(record: matches.GameRecord, config: Config) -> tuple[float, np.ndarray]:
@@ -106,64 +104,7 @@ class AlwaysCentre(matches.Player):
         return np.full(len(slots), 12)
 
 
-# ---------------------------------------------------------------- statistics, no GNU Go
-
-@pytest.mark.parametrize("successes, trials, low, high", [
-    # Newcombe, Statistics in Medicine 17 (1998) 857-872, table I, method 3 (Wilson score).
-    (81, 263, 0.2553, 0.3662),
-    (15, 148, 0.0624, 0.1605),
-    (0, 20, 0.0, 0.1611),
-    (1, 29, 0.0061, 0.1718),
-])
-def test_wilson_interval_matches_published_values(successes, trials, low, high):
-    got = matches.wilson_interval(successes, trials)
-    assert got == pytest.approx((low, high), abs=6e-5)
-
-
-def test_wilson_interval_of_a_report_counts_draws_half():
-    report = matches.MatchReport(wins=7, losses=2, draws=2)
-    assert report.win_rate == pytest.approx(8 / 11)
-    assert report.interval() == pytest.approx(matches.wilson_interval(8, 11))
-    assert matches.wilson_interval(0, 0) == (0.0, 1.0)
-
-
-def simulated_games(strengths: dict[str, float], games: int, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    names = list(strengths)
-    results = []
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            p = 1.0 / (1.0 + 10 ** ((strengths[b] - strengths[a]) / 400))
-            wins = int(rng.binomial(games, p))
-            results.append(matches.PairResult(a, b, wins, games - wins))
-    return results
-
-
-def test_bradley_terry_recovers_known_strengths():
-    truth = {"random": 0.0, "ckpt:1": 150.0, "ckpt:2": 400.0, "ckpt:3": 500.0, "gnugo:5": 800.0}
-    ratings = matches.fit_bradley_terry(simulated_games(truth, games=600), anchor="random")
-    assert ratings["random"].elo == 0.0
-    for name, elo in truth.items():
-        assert abs(ratings[name].elo - elo) < max(40.0, 3 * ratings[name].stderr), name
-        assert ratings[name].games == 600 * (len(truth) - 1)
-    order = sorted(truth, key=lambda name: ratings[name].elo)
-    assert order == sorted(truth, key=truth.get)
-    assert 5 < ratings["ckpt:2"].stderr < 40
-
-
-def test_bradley_terry_prior_keeps_a_perfect_record_finite_and_needs_connected_players():
-    ratings = matches.fit_bradley_terry([("random", "ckpt:1", 0, 50)], prior_draws=2.0)
-    # 50 wins plus one virtual: exp(gap / 400 * ln 10) = 51 / 1.
-    assert ratings["ckpt:1"].elo == pytest.approx(400 * np.log10(51), abs=0.5)
-    unanchored = matches.fit_bradley_terry([("a", "b", 30, 10)], anchor=None)
-    # 31 to 11 with the virtual draw, centred on the mean.
-    assert unanchored["a"].elo == pytest.approx(200 * np.log10(31 / 11), abs=0.1)
-    assert unanchored["b"].elo == pytest.approx(-unanchored["a"].elo)
-    assert unanchored["a"].stderr == pytest.approx(unanchored["b"].stderr)
-    assert unanchored["a"].stderr > 0
-    with pytest.raises(ValueError, match="connect"):
-        matches.fit_bradley_terry([("random", "a", 3, 2), ("b", "c", 4, 1)])
-
+# ---------------------------------------------------------------- the command line
 
 def test_cli_random_against_random_end_to_end(tmp_path):
     result = subprocess.run(
@@ -267,15 +208,15 @@ def test_a_dying_gnugo_process_costs_only_its_game(tiny_net):
 def test_an_illegal_move_drops_the_game_and_missing_gnugo_is_a_clear_error(tiny_net):
     config = Config(board_size=N)
     messages = []
-    gnugo = matches.GnuGoPlayer(config, 0, 2)
+    opponent = matches.GnuGoPlayer(config, 0, 2)
     try:
-        report = matches.play_match(config, AlwaysCentre(), gnugo, 2, parallel=2,
+        report = matches.play_match(config, AlwaysCentre(), opponent, 2, parallel=2,
                                     log=messages.append)
     finally:
-        gnugo.close()
+        opponent.close()
     assert report.not_played == 2 and report.games == 0
     assert all("illegal" in m for m in messages[:2])
-    with pytest.raises(matches.GnuGoNotFound):
+    with pytest.raises(gnugo.GnuGoNotFound):
         matches.play_against_gnugo(tiny_net[0], tiny_net[1], level=0, games=2, simulations=2,
                                    gnugo_path="/nonexistent/gnugo")
 

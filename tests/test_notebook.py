@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from kernels import GoBatch, coords  # noqa: E402
-from sgf_records import sgf_to_moves  # noqa: E402
+from games.sgf_records import sgf_to_moves  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "training_visualizations.ipynb"

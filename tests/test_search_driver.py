@@ -2,7 +2,8 @@
 start a fresh search whose root slot holds the game's position."""
 import numpy as np
 
-from search_driver import SearchingGames, SearchSettings
+from games.search import SearchingGames
+from training.config import Config
 
 
 def planes_evaluator(num_actions: int):
@@ -20,9 +21,8 @@ def planes_evaluator(num_actions: int):
 
 
 def make(board_size=5, games=6, simulations=12):
-    return SearchingGames(games, board_size, komi=7.5, superko=False, max_moves=2 * board_size ** 2,
-                          history=1, settings=SearchSettings(simulations=simulations),
-                          evaluator=planes_evaluator(board_size ** 2 + 1), seed=4)
+    config = Config(board_size=board_size, komi=7.5, history=1, simulations=simulations)
+    return SearchingGames(config, games, planes_evaluator(board_size ** 2 + 1), seed=4)
 
 
 def test_a_move_outside_the_tree_starts_a_fresh_search():

@@ -1,82 +1,48 @@
-"""The batched search driven by the real rules engine: whole games to the end on 5x5 and 9x9.
+"""The batched search driven by the real rules engine through `games.search.SearchingGames`
+(the production glue): whole games to the end on 5x5 and 9x9, and the C search against the
+reference search on the same engine.
 
-The evaluator is a stand-in net (uniform priors, random values). Node i of game g keeps its
-position in engine slot B + g * max_nodes + i, so expanding a batch of leaves is one
-`copy_play` from their parents' slots.
+The evaluator is a stand-in net (uniform priors, random values from its own generator).
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import GoBatch
+from games.search import SearchingGames
 from py_util import BatchedMCTS
 from reference_mcts import ReferenceMCTS
+from training.config import Config
 
 
-class GoSelfPlay:
-    def __init__(self, search, board_size: int, seed: int = 0):
-        self.search = search
-        self.batch = search.batch_size
-        self.num_actions = board_size * board_size + 1
-        self.go = GoBatch(self.batch, board_size, num_slots=self.batch * (1 + search.max_nodes),
-                          seed=seed)
-        self.rng = np.random.default_rng(seed)
-        self.uniform = np.full((self.batch * search.max_nodes, self.num_actions),
-                               1.0 / self.num_actions, np.float32)
-        self.games = np.arange(self.batch)
+def stand_in_net(num_actions: int, seed: int):
+    rng = np.random.default_rng(seed)
 
-    def slots(self, game, node):
-        return self.batch + np.asarray(game) * self.search.max_nodes + np.asarray(node)
+    def evaluate(planes):
+        k = len(planes)
+        return (np.full((k, num_actions), 1.0 / num_actions, np.float32),
+                rng.uniform(-1, 1, k).astype(np.float32))
+    return evaluate
 
-    def evaluate_slots(self, slots):
-        legal = self.go.legal_moves(slots)
-        terminal = self.go.is_over(slots)
-        values = self.rng.uniform(-1, 1, len(slots)).astype(np.float32)
-        if terminal.any():
-            # The result from the view of the player to move at the finished position.
-            over = slots[terminal]
-            values[terminal] = np.sign(self.go.score(over)) * self.go.to_play(over)
-        return self.uniform[:len(slots)], legal, values, terminal
 
-    def evaluate(self, leaves):
-        destination = self.slots(leaves.game, leaves.node)
-        self.go.copy_play(self.slots(leaves.game, leaves.parent), destination, leaves.action)
-        return self.evaluate_slots(destination)
-
-    def expand_roots(self, active):
-        needs = np.asarray(self.search.needs_root_expansion) & active
-        if not needs.any():
-            return
-        games = np.flatnonzero(needs)
-        roots = self.slots(games, self.search.root_nodes[games])
-        self.go.copy(games, roots)
-        priors = np.zeros((self.batch, self.num_actions), np.float32)
-        legal = np.zeros((self.batch, self.num_actions), bool)
-        values = np.zeros(self.batch, np.float32)
-        terminal = np.zeros(self.batch, bool)
-        priors[games], legal[games], values[games], terminal[games] = self.evaluate_slots(roots)
-        self.search.expand_roots(priors, legal, values, terminal, games=needs)
-
-    def play(self, leaves_per_game=1, greedy_after=4, check=None) -> int:
-        """Play every game to its end; returns the number of moves of the longest game."""
-        active = ~self.go.is_over()
-        moves = 0
-        while active.any():
-            self.expand_roots(active)
-            self.search.run(self.evaluate, num_leaves_per_game=leaves_per_game, games=active)
-            if check is not None:
-                check(active)
-            temperature = 1.0 if moves < greedy_after else 0.0
-            actions = self.search.choose_actions(temperature, games=active)
-            playing = np.flatnonzero(active)
-            assert self.go.legal_moves(playing)[np.arange(len(playing)), actions[playing]].all()
-            self.go.play(actions[playing], slots=playing)
-            self.search.advance(actions, games=active)
-            active = ~self.go.is_over()
-            moves += 1
-            assert moves <= self.go.max_moves
-        return moves
+def play_to_the_end(driver: SearchingGames, greedy_after: int = 4, check=None) -> int:
+    """Search and play every game to its end; returns the number of moves of the longest."""
+    go, search = driver.go, driver.search
+    active = ~go.is_over()
+    moves = 0
+    while active.any():
+        driver.think(active)
+        if check is not None:
+            check(active)
+        temperature = 1.0 if moves < greedy_after else 0.0
+        actions = search.choose_actions(temperature, games=active)
+        playing = np.flatnonzero(active)
+        assert go.legal_moves(playing)[np.arange(len(playing)), actions[playing]].all()
+        driver.play(actions, games=active)
+        active = ~go.is_over()
+        moves += 1
+        assert moves <= go.max_moves
+    return moves
 
 
 @pytest.mark.parametrize("board_size, batch, simulations, leaves", [
@@ -86,8 +52,10 @@ class GoSelfPlay:
     (9, 6, 16, 2),
 ])
 def test_batched_search_plays_whole_games(board_size, batch, simulations, leaves):
-    search = BatchedMCTS(batch, board_size * board_size + 1, simulations, seed=1)
-    driver = GoSelfPlay(search, board_size, seed=board_size)
+    config = Config(board_size=board_size, simulations=simulations, leaves_per_game=leaves)
+    driver = SearchingGames(config, batch, stand_in_net(board_size ** 2 + 1, board_size),
+                            seed=1)
+    search, go = driver.search, driver.go
 
     def check(active):
         playing = np.flatnonzero(active)
@@ -96,27 +64,28 @@ def test_batched_search_plays_whole_games(board_size, batch, simulations, leaves
         np.testing.assert_array_equal(search.simulations[playing], simulations)
         assert (reused >= 0).all()
         # The root's slot holds exactly the game's position: reuse kept node ids and slots right.
-        roots = driver.slots(playing, search.root_nodes[playing])
-        np.testing.assert_array_equal(driver.go.board(roots), driver.go.board(playing))
-        np.testing.assert_array_equal(driver.go.to_play(roots), driver.go.to_play(playing))
-        np.testing.assert_array_equal(driver.go.move_count(roots), driver.go.move_count(playing))
-        legal = driver.go.legal_moves(playing)
+        roots = driver.node_slots(playing, search.root_nodes[playing])
+        np.testing.assert_array_equal(go.board(roots), go.board(playing))
+        np.testing.assert_array_equal(go.to_play(roots), go.to_play(playing))
+        np.testing.assert_array_equal(go.move_count(roots), go.move_count(playing))
+        legal = go.legal_moves(playing)
         assert (visits[~legal] == 0).all()
 
-    moves = driver.play(leaves_per_game=leaves, check=check)
-    assert driver.go.is_over().all()
+    moves = play_to_the_end(driver, check=check)
+    assert go.is_over().all()
     assert moves >= 2
     assert search.overflow_count == 0
 
 
 def test_c_and_reference_play_the_same_games_on_the_engine():
+    config = Config(board_size=5, simulations=12, c_puct=1.5)
     games = []
     for make in (BatchedMCTS, ReferenceMCTS):
-        search = make(4, 26, 12, c_puct=1.5)
-        driver = GoSelfPlay(search, 5, seed=3)
+        search = make(4, 26, 12, c_puct=config.c_puct, fpu_reduction=config.fpu_reduction)
+        driver = SearchingGames(config, 4, stand_in_net(26, 3), seed=3, search=search)
         history = []
-        driver.play(greedy_after=0,
-                    check=lambda active: history.append(search.root_visits().copy()))
+        play_to_the_end(driver, greedy_after=0,
+                        check=lambda active: history.append(search.root_visits().copy()))
         games.append((history, driver.go.board(), driver.go.move_count()))
     (c_history, c_board, c_moves), (r_history, r_board, r_moves) = games
     assert len(c_history) == len(r_history)

@@ -2,9 +2,9 @@
 resignation and its play-through share, the batch kept full, SGF-ready move lists."""
 import numpy as np
 
-from config import PRESETS
+from training.config import PRESETS
 from kernels import GoBatch
-from selfplay import SelfPlay
+from games.selfplay import SelfPlay
 
 
 def constant_evaluator(value: float, num_actions: int):

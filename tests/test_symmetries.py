@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-import symmetries
-from symmetries import (compose, inverse, source_points, transform_planes, transform_points,
+from training import symmetries
+from training.symmetries import (compose, inverse, source_points, transform_planes, transform_points,
                         transform_policy)
 
 

@@ -25,11 +25,11 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bp_tree  # noqa: E402
-import symmetries  # noqa: E402
-from config import PRESETS, Config  # noqa: E402
-from replay_buffer import ReplayBuffer  # noqa: E402
-from run_directory import COUNTERS_KEY  # noqa: E402
-from sgf_records import sgf_to_moves  # noqa: E402
+from training import symmetries  # noqa: E402
+from training.config import PRESETS, Config  # noqa: E402
+from training.replay_buffer import ReplayBuffer  # noqa: E402
+from training.run_directory import COUNTERS_KEY  # noqa: E402
+from games.sgf_records import sgf_to_moves  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TINY = PRESETS["tiny"]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-import symmetries
-from run_directory import load_npz
+from training import symmetries
+from training.run_directory import load_npz
 
 
 class ReplayBuffer:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from config import Config
-from search_driver import SearchingGames, SearchSettings, game_results
+from games.search import SearchingGames, game_results
+from training.config import Config
 
 
 @dataclass
@@ -44,14 +44,6 @@ class SelfPlayBatch:
         return len(self.value)
 
 
-def search_settings(config: Config, simulations: int | None = None) -> SearchSettings:
-    return SearchSettings(simulations=simulations or config.simulations, c_puct=config.c_puct,
-                          fpu_reduction=config.fpu_reduction,
-                          dirichlet_alpha=config.dirichlet_alpha,
-                          noise_fraction=config.noise_fraction,
-                          sensible_moves_only=config.sensible_moves_only)
-
-
 class SelfPlay:
     # One thread for the rules and the tree (measured, bench_selfplay and a timing of the
     # net's calls): idle OpenMP workers spinning between regions slowed each TensorFlow call
@@ -61,10 +53,7 @@ class SelfPlay:
         games = config.num_games
         length = config.resolved_max_moves
         n = config.board_size
-        self.driver = SearchingGames(games, n, komi=config.komi, superko=config.superko,
-                                     max_moves=length, history=config.history,
-                                     settings=search_settings(config), evaluator=evaluator,
-                                     seed=seed, num_threads=num_threads)
+        self.driver = SearchingGames(config, games, evaluator, seed=seed, num_threads=num_threads)
         self.rng = np.random.default_rng(seed + 1)
         self.planes = np.zeros((games, length, n, n, config.input_planes), np.uint8)
         self.policy = np.zeros((games, length, config.num_actions), np.float32)

@@ -37,6 +37,7 @@ class Config:
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
+    leaves_per_game: int = 1           # leaves selected per game per search step (virtual loss)
     # Search only sensible moves: no filling of one's own eyes, pass only when nothing else is
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
     # and a young net cannot learn to pass its way through self-play (it did: see the notes).
@@ -86,6 +87,7 @@ class Config:
             (self.history >= 0, "history must be >= 0"),
             (self.blocks >= 0 and self.filters >= 1, "blocks >= 0 and filters >= 1"),
             (self.simulations >= 1, "simulations must be >= 1"),
+            (self.leaves_per_game >= 1, "leaves_per_game must be >= 1"),
             (self.num_games >= 1, "num_games must be >= 1"),
             (self.train_batch_size >= 1, "train_batch_size must be >= 1"),
             (self.replay_window >= self.train_batch_size, "replay_window must hold a batch"),

@@ -7,10 +7,19 @@
     score = referee_score(7, 7.5, moves)      # a FRESH process's final_score, black - white
     dead = judge_dead_stones(7, 7.5, moves)   # a FRESH process's final_status_list dead
 
-Every process runs with our rules (DESIGN.md, "Facts measured about GNU Go 3.8"): area scoring
-(`--chinese-rules`), our komi, suicide forbidden and simple ko (its defaults), positional superko
-when ours has it. Debian installs the binary as /usr/games/gnugo, off PATH, so `find_gnugo`
-looks there too.
+Every process runs with our rules: area scoring (`--chinese-rules`), our komi, suicide
+forbidden and simple ko (its defaults), positional superko when ours has it. Debian installs
+the binary as /usr/games/gnugo, off PATH, so `find_gnugo` looks there too.
+
+Facts measured about GNU Go 3.8 that the matches (matches.py) rest on:
+- It passes with dead stones still on the board; Tromp-Taylor scoring of such a position counts
+  them alive and can reverse the result (seen: 2-8 instead of 8-2 over ten 9x9 games). After
+  two passes, `final_status_list dead` names them, and `kgs-genmove_cleanup` plays them out.
+- `final_score` is cached per position inside one process, even across `komi` changes and
+  `clear_cache`: a referee must be a fresh process.
+- Its levels are close on 9x9 (level 1 against 10: 6-14 over 20 games) while level 10 is about
+  25 times slower per move (about 0.26 s against 0.01 s). On 7x7 two GNU Go instances repeat
+  one game from the empty board: vary the opening (or `--seed`) for independent games.
 
 Failures are exceptions a caller can catch without losing anything else: `GnuGoNotFound` when
 there is no binary to run, `GnuGoError` (its base class) when a process dies, times out or

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from config import Config
+from training.config import Config
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]   # the checkout: runs/ lives there
 CHECKPOINT_PREFIX = "ckpt_"
 COUNTERS_KEY = "__counters__"
 

@@ -17,12 +17,14 @@ import numpy as np
 
 from kernels import GoBatch
 from py_util import BatchedMCTS
+from training.config import Config
 
 Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
 class SearchSettings:
+    """The search's share of a Config, with the simulations per move a caller asks for."""
     simulations: int
     c_puct: float = 1.5
     fpu_reduction: float = 0.25
@@ -31,6 +33,15 @@ class SearchSettings:
     # Search only GoBatch.sensible_moves (no filling of one's own eyes, pass only when
     # nothing else is left) instead of every legal move.
     sensible_moves_only: bool = True
+    leaves_per_game: int = 1
+
+    @classmethod
+    def from_config(cls, config: Config, simulations: int | None = None) -> "SearchSettings":
+        return cls(simulations=simulations or config.simulations, c_puct=config.c_puct,
+                   fpu_reduction=config.fpu_reduction, dirichlet_alpha=config.dirichlet_alpha,
+                   noise_fraction=config.noise_fraction,
+                   sensible_moves_only=config.sensible_moves_only,
+                   leaves_per_game=config.leaves_per_game)
 
 
 def game_results(go: GoBatch, slots) -> np.ndarray:
@@ -39,19 +50,25 @@ def game_results(go: GoBatch, slots) -> np.ndarray:
 
 
 class SearchingGames:
-    def __init__(self, num_games: int, board_size: int, *, komi: float, superko: bool,
-                 max_moves: int, history: int, settings: SearchSettings, evaluator: Evaluator,
-                 seed: int = 0, num_threads: int = 0):
+    """`num_games` games under `config`'s rules and search settings. `simulations` is the
+    tree's budget per move (default config.simulations); `think` may stop a search earlier.
+    `search` replaces the BatchedMCTS built from the settings by another object with its
+    interface and batch size (the tests' reference search)."""
+
+    def __init__(self, config: Config, num_games: int, evaluator: Evaluator, *,
+                 simulations: int | None = None, seed: int = 0, num_threads: int = 0,
+                 search=None):
         self.num_games = num_games
-        self.board_size = board_size
-        self.history = history
-        self.settings = settings
+        self.board_size = n = config.board_size
+        self.history = config.history
+        self.settings = settings = SearchSettings.from_config(config, simulations)
         self.evaluator = evaluator
-        self.search = BatchedMCTS(num_games, board_size * board_size + 1, settings.simulations,
-                                  c_puct=settings.c_puct, fpu_reduction=settings.fpu_reduction,
-                                  num_threads=num_threads, seed=seed)
-        self.go = GoBatch(num_games, board_size, komi=komi, superko=superko, max_moves=max_moves,
-                          history_length=history, seed=seed, num_threads=num_threads,
+        self.search = search if search is not None else BatchedMCTS(
+            num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
+            fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed)
+        self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
+                          max_moves=config.resolved_max_moves, history_length=config.history,
+                          seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
         self.evaluations = 0
 
@@ -101,7 +118,8 @@ class SearchingGames:
             if noise and self.settings.noise_fraction > 0:
                 self.search.add_root_noise(self.settings.dirichlet_alpha,
                                            self.settings.noise_fraction, games=games)
-            self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations)
+            self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations,
+                            num_leaves_per_game=self.settings.leaves_per_game)
         return self.search.root_statistics()
 
     def play(self, actions: np.ndarray, games=None) -> None:

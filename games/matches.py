@@ -1,9 +1,11 @@
-"""Matches between two players, many games at once, and ratings from their results.
+"""Matches between two players, many games at once: the one game loop for every match (a
+net against random, GNU Go, another net or checkpoint).
 
+    report = play_pair(config, net, "random", games=64, simulations=16, opening_moves=0)
     report = play_against_gnugo(config, net, level=5, games=50, simulations=48)
     report = checkpoint_vs_checkpoint(config, net_a, net_b, games=50, simulations=48)
     report.wins, report.losses, report.draws, report.win_rate, report.interval()
-    ratings = fit_bradley_terry([report.pair(), ...], anchor="random")   # {name: Rating}
+    ratings.fit_bradley_terry([report.pair(), ...], anchor="random")   # games/ratings.py
 
 A player is a net searching with `SearchingGames` (`NetPlayer`), GNU Go at some level
 (`GnuGoPlayer`, one GTP process per game) or a uniformly random legal player (`RandomPlayer`).
@@ -16,7 +18,7 @@ the processes think while the net does. The moves go to an arbiter `GoBatch` wit
 rules (area scoring, komi, simple ko or positional superko, suicide forbidden), which rejects
 an illegal move; the players are told the moves that were played.
 
-Rules of a game that involves GNU Go (DESIGN.md, "Facts measured about GNU Go 3.8"):
+Rules of a game that involves GNU Go (the facts about GNU Go 3.8 they rest on are in gnugo.py):
 - GNU Go runs with the same rules (gnugo.py) and resigns when it sees fit; we never resign.
 - A game ends with two passes (or at the move cap, `max_moves`). GNU Go passes with dead stones
   on the board, which Tromp-Taylor scoring would count as alive. So then a fresh level-10 GNU
@@ -42,23 +44,21 @@ over the two passes (two passes clear a simple-ko ban anyway; GNU Go keeps its s
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable
 
 import numpy as np
 
-import gnugo
-from config import Config
-from evaluation import MatchResult
-from gnugo import GnuGoError, GnuGoNotFound, find_gnugo  # noqa: F401  (re-exported)
+from games import gnugo
+from games.gnugo import GnuGoError, GnuGoNotFound, find_gnugo
+from games.ratings import PairResult, wilson_interval
+from games.search import SearchingGames
+from games.sgf_records import game_to_sgf, result_text
 from kernels import GoBatch, coords
-from search_driver import SearchingGames
-from selfplay import search_settings
-from sgf_records import game_to_sgf, result_text
+from training.config import Config
 
 DEFAULT_PARALLEL = 32
 RESIGN = gnugo.RESIGN      # -1: the player resigns
@@ -105,7 +105,7 @@ class Player:
 
 class RandomPlayer(Player):
     """A uniformly random legal move, drawn in the rules back end; it passes only when nothing
-    else is legal (as in evaluation.play_against_random)."""
+    else is legal."""
 
     def __init__(self, name: str = "random"):
         self.name = name
@@ -123,11 +123,9 @@ class NetPlayer(Player):
         self.name = name
         self.simulations = int(simulations)
         self.opening_moves = int(opening_moves)
-        self.driver = SearchingGames(
-            batch_size, config.board_size, komi=config.komi, superko=config.superko,
-            max_moves=config.resolved_max_moves, history=config.history,
-            settings=search_settings(config, simulations=max(self.simulations, 1)),
-            evaluator=evaluator, seed=seed, num_threads=num_threads)
+        self.driver = SearchingGames(config, batch_size, evaluator,
+                                     simulations=max(self.simulations, 1), seed=seed,
+                                     num_threads=num_threads)
         self.own_moves = np.zeros(batch_size, np.int64)
         self.in_cleanup = np.zeros(batch_size, bool)
 
@@ -280,14 +278,25 @@ class GameRecord:
 
 
 @dataclass(frozen=True)
-class MatchReport(MatchResult):
+class MatchReport:
     """wins/losses/draws are player A's. Games not played (a process died, an illegal move)
     are in `not_played` and nowhere else."""
+    wins: int
+    losses: int
+    draws: int
     player_a: str = "A"
     player_b: str = "B"
     records: tuple = ()
     not_played: int = 0
     seconds: float = 0.0
+
+    @property
+    def games(self) -> int:
+        return self.wins + self.losses + self.draws
+
+    @property
+    def win_rate(self) -> float:
+        return (self.wins + 0.5 * self.draws) / max(self.games, 1)
 
     @property
     def checked(self) -> int:
@@ -324,7 +333,7 @@ class MatchReport(MatchResult):
             counts[name] = (sum(r.result > 0 for r in games), len(games))
         return counts
 
-    def pair(self) -> "PairResult":
+    def pair(self) -> PairResult:
         return PairResult(self.player_a, self.player_b, self.wins, self.losses, self.draws)
 
     def summary(self) -> str:
@@ -351,18 +360,6 @@ class MatchReport(MatchResult):
         return "\n".join(lines)
 
 
-def wilson_interval(successes: float, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (95% for z = 1.96); (0, 1) without
-    trials. Unlike p +- z * sqrt(p(1-p)/n) it stays inside [0, 1] and is not empty at 0 or n."""
-    if trials <= 0:
-        return 0.0, 1.0
-    p = successes / trials
-    z2 = z * z
-    centre = (p + z2 / (2 * trials)) / (1 + z2 / trials)
-    half = z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials)) / (1 + z2 / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 # The match runner.
 
 @dataclass
@@ -380,54 +377,169 @@ def play_match(config: Config, player_a: Player, player_b: Player, games: int, *
     """`games` games between two players built for a batch of `parallel` games; A is black in
     even-numbered games. referee: cross-check finished games with a fresh GNU Go's final_score
     (default: when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
-    started = time.perf_counter()
-    n = config.board_size
-    uses_gnugo = player_a.is_gnugo or player_b.is_gnugo
-    referee = uses_gnugo if referee is None else referee
-    judge_path = find_gnugo(gnugo_path) if (referee or uses_gnugo) else None
-    arbiter = GoBatch(parallel, n, komi=config.komi, superko=config.superko,
-                      max_moves=config.resolved_max_moves, history_length=0, seed=seed,
-                      num_threads=1)
-    # Dead-stone judges block the loop; referees run behind it: separate pools, so a judge
-    # never waits behind queued referees.
-    judges = ThreadPoolExecutor(max_workers=min(parallel, 8), thread_name_prefix="gnugo-judge")
-    referees = ThreadPoolExecutor(max_workers=min(parallel, 4), thread_name_prefix="gnugo-referee")
-    slots = [_Slot() for _ in range(parallel)]
-    records: list[GameRecord] = []
-    cross_checks: list[tuple[GameRecord, Future]] = []
-    counts = {"not_played": 0}
-    next_game = 0
-    players = (player_a, player_b)
+    return _Match(config, player_a, player_b, games, parallel=parallel, seed=seed,
+                  referee=referee, gnugo_path=gnugo_path, log=log).play()
 
-    def start(chosen: list[int]) -> None:
-        nonlocal next_game
+
+class _Match:
+    """The state of one match in flight: `parallel` slots of an arbiter GoBatch, each holding
+    one game (or none once every game has started), the records of finished games and the
+    GNU Go cross-checks still running."""
+
+    def __init__(self, config: Config, player_a: Player, player_b: Player, games: int, *,
+                 parallel: int, seed: int, referee: bool | None, gnugo_path, log):
+        self.config, self.games, self.parallel, self.log = config, games, parallel, log
+        self.players = (player_a, player_b)
+        self.uses_gnugo = player_a.is_gnugo or player_b.is_gnugo
+        self.referee = self.uses_gnugo if referee is None else referee
+        self.judge_path = find_gnugo(gnugo_path) if (self.referee or self.uses_gnugo) else None
+        self.arbiter = GoBatch(parallel, config.board_size, komi=config.komi,
+                               superko=config.superko, max_moves=config.resolved_max_moves,
+                               history_length=0, seed=seed, num_threads=1)
+        self.slots = [_Slot() for _ in range(parallel)]
+        self.records: list[GameRecord] = []
+        self.cross_checks: list[tuple[GameRecord, Future]] = []
+        self.not_played = 0
+        self.next_game = 0
+
+    def play(self) -> MatchReport:
+        started = time.perf_counter()
+        # Dead-stone judges block the loop; referees run behind it: separate pools, so a
+        # judge never waits behind queued referees.
+        self.judges = ThreadPoolExecutor(max_workers=min(self.parallel, 8),
+                                         thread_name_prefix="gnugo-judge")
+        self.referees = ThreadPoolExecutor(max_workers=min(self.parallel, 4),
+                                           thread_name_prefix="gnugo-referee")
+        try:
+            self.start(list(range(self.parallel)))
+            while any(state.game >= 0 for state in self.slots):
+                self.ply()
+            for record, verdict in self.cross_checks:
+                try:
+                    record.gnugo_score = verdict.result()
+                except GnuGoError as error:
+                    self.log(f"game {record.index}: the GNU Go referee failed ({error}); "
+                             f"not cross-checked")
+        finally:
+            self.judges.shutdown(wait=True, cancel_futures=True)
+            self.referees.shutdown(wait=True, cancel_futures=True)
+        records = sorted(self.records, key=lambda record: record.index)
+        for record in records:
+            if record.agrees is False:
+                self.log(f"game {record.index}: our score {record.score:+g}, GNU Go's "
+                         f"final_score {record.gnugo_score:+g} (ours counts)")
+        player_a, player_b = self.players
+        return MatchReport(wins=sum(r.result > 0 for r in records),
+                           losses=sum(r.result < 0 for r in records),
+                           draws=sum(r.result == 0 for r in records),
+                           player_a=player_a.name, player_b=player_b.name,
+                           records=tuple(records), not_played=self.not_played,
+                           seconds=time.perf_counter() - started)
+
+    def ply(self) -> None:
+        """One move in every game in flight: ask both players (GNU Go's moves are requested
+        first, so its processes think while a net searches), check and play the moves, and
+        end, judge or clean up the games they finished."""
+        slots, arbiter = self.slots, self.arbiter
+        active = np.array([state.game >= 0 for state in slots])
+        a_colours = np.array([state.a_colour for state in slots], np.int8)
+        to_play = arbiter.to_play()
+        a_turn = active & (to_play == a_colours)
+        turns = [(player, np.flatnonzero(turn))
+                 for player, turn in zip(self.players, (a_turn, active & ~a_turn))]
+        for player, chosen in turns:
+            if len(chosen):
+                player.begin_moves(arbiter, chosen)
+        actions = np.full(self.parallel, FAILED, np.int64)
+        for player, chosen in turns:
+            if len(chosen):
+                actions[chosen] = player.finish_moves(arbiter, chosen)
+
+        def mover(slot: int) -> str:
+            return self.players[0 if a_turn[slot] else 1].name
+
+        moving = np.flatnonzero(active & (actions >= 0))
+        if len(moving):
+            legal = arbiter.legal_moves(moving)[np.arange(len(moving)), actions[moving]]
+            for slot in moving[~legal].tolist():
+                self.drop(slot, f"{mover(slot)} played "
+                                f"{coords.to_gtp(actions[slot], self.config.board_size)}, "
+                                f"illegal in our rules")
+            moving = moving[legal]
+        for slot in np.flatnonzero(active & (actions < 0)).tolist():
+            if actions[slot] == RESIGN:
+                self.finish(slot, resigned=int(to_play[slot]))
+            else:
+                self.drop(slot, f"{mover(slot)} could not move")
+        if not len(moving):
+            return
+        arbiter.play(actions[moving], slots=moving)
+        for slot in moving.tolist():
+            slots[slot].moves.append(int(actions[slot]))
+        for player in self.players:
+            player.observe(moving, actions[moving])
+        self.end_or_clean_up(moving[arbiter.is_over(moving)].tolist())
+
+    def end_or_clean_up(self, ended: list[int]) -> None:
+        """Finish the games that just ended, except those where GNU Go is playing, still in
+        the main phase, and the judge sees dead stones: those resume in a cleanup phase."""
+        n, komi, superko = self.config.board_size, self.config.komi, self.config.superko
+        judging = [slot for slot in ended if self.uses_gnugo and self.slots[slot].phase == MAIN]
+        verdicts = {slot: self.judges.submit(gnugo.judge_dead_stones, n, komi,
+                                             list(self.slots[slot].moves), superko=superko,
+                                             path=self.judge_path) for slot in judging}
+        cleanup = []
+        for slot in ended:
+            if slot in verdicts:
+                try:
+                    dead = verdicts[slot].result()
+                except GnuGoError as error:
+                    self.drop(slot, f"the dead-stone judge failed ({error})")
+                    continue
+                if dead:
+                    cleanup.append(slot)
+                    continue
+            self.finish(slot)
+        if cleanup:
+            cleanup = np.array(cleanup, np.int64)
+            stones, side = self.arbiter.board(cleanup), self.arbiter.to_play(cleanup)
+            self.arbiter.set_board(stones, side, slots=cleanup)
+            for slot in cleanup.tolist():
+                self.slots[slot].phase = CLEANUP
+                self.slots[slot].cleanup_start = len(self.slots[slot].moves)
+            for player in self.players:
+                player.restart(cleanup, stones, side)
+
+    def start(self, chosen: list[int]) -> None:
+        """Give each chosen slot the next game of the match, or leave it empty."""
         starting = []
         for slot in chosen:
-            if next_game < games:
-                slots[slot] = _Slot(game=next_game, a_colour=1 if next_game % 2 == 0 else -1)
+            if self.next_game < self.games:
+                self.slots[slot] = _Slot(game=self.next_game,
+                                         a_colour=1 if self.next_game % 2 == 0 else -1)
                 starting.append(slot)
-                next_game += 1
+                self.next_game += 1
             else:
-                slots[slot] = _Slot()
+                self.slots[slot] = _Slot()
         if starting:
             starting = np.array(starting, np.int64)
-            arbiter.reset(starting)
-            indices = np.array([slots[s].game for s in starting], np.int64)
-            for player in players:
+            self.arbiter.reset(starting)
+            indices = np.array([self.slots[s].game for s in starting], np.int64)
+            for player in self.players:
                 player.new_games(starting, indices)
 
-    def stop(slot: int) -> None:
-        for player in players:
+    def stop(self, slot: int) -> None:
+        for player in self.players:
             player.end_games(np.array([slot]))
+        self.start([slot])
 
-    def drop(slot: int, why: str) -> None:
-        log(f"game {slots[slot].game}: {why}; the game is not counted")
-        counts["not_played"] += 1
-        stop(slot)
-        start([slot])
+    def drop(self, slot: int, why: str) -> None:
+        self.log(f"game {self.slots[slot].game}: {why}; the game is not counted")
+        self.not_played += 1
+        self.stop(slot)
 
-    def finish(slot: int, resigned: int = 0) -> None:
-        state = slots[slot]
+    def finish(self, slot: int, resigned: int = 0) -> None:
+        state, arbiter, config = self.slots[slot], self.arbiter, self.config
         if resigned:
             score, winner = float("nan"), -resigned
         else:
@@ -438,108 +550,21 @@ def play_match(config: Config, player_a: Player, player_b: Player, games: int, *
                             cleanup_start=state.cleanup_start,
                             result=float(winner * state.a_colour), score=score,
                             resigned=resigned, capped=capped)
+        player_a, player_b = self.players
         names = {state.a_colour: player_a.name, -state.a_colour: player_b.name}
         comment = f"game {state.game} of {player_a.name} vs {player_b.name}"
         if state.cleanup_start is not None:
             comment += (f"; moves from {state.cleanup_start + 1} on: cleanup phase "
                         f"(GNU Go saw dead stones after two passes)")
-        record.sgf = game_to_sgf(n, config.komi, record.moves,
+        record.sgf = game_to_sgf(config.board_size, config.komi, record.moves,
                                  result_text(winner, score, bool(resigned)),
                                  black=names[1], white=names[-1], comment=comment)
-        records.append(record)
-        if referee and not resigned and not capped:
-            cross_checks.append((record, referees.submit(
-                gnugo.referee_score, n, config.komi, record.moves, superko=config.superko,
-                path=judge_path)))
-        stop(slot)
-        start([slot])
-
-    try:
-        start(list(range(parallel)))
-        while any(state.game >= 0 for state in slots):
-            active = np.array([state.game >= 0 for state in slots])
-            a_colours = np.array([state.a_colour for state in slots], np.int8)
-            to_play = arbiter.to_play()
-            a_turn = active & (to_play == a_colours)
-            b_turn = active & (to_play != a_colours)
-            turns = [(player, np.flatnonzero(turn))
-                     for player, turn in zip(players, (a_turn, b_turn))]
-            for player, chosen in turns:
-                if len(chosen):
-                    player.begin_moves(arbiter, chosen)
-            actions = np.full(parallel, FAILED, np.int64)
-            for player, chosen in turns:
-                if len(chosen):
-                    actions[chosen] = player.finish_moves(arbiter, chosen)
-
-            moving = np.flatnonzero(active & (actions >= 0))
-            if len(moving):
-                legal = arbiter.legal_moves(moving)[np.arange(len(moving)), actions[moving]]
-                for slot in moving[~legal].tolist():
-                    mover = player_a if a_turn[slot] else player_b
-                    drop(slot, f"{mover.name} played {coords.to_gtp(actions[slot], n)}, "
-                               f"illegal in our rules")
-                moving = moving[legal]
-            for slot in np.flatnonzero(active & (actions < 0)).tolist():
-                if actions[slot] == RESIGN:
-                    finish(slot, resigned=int(to_play[slot]))
-                else:
-                    mover = player_a if a_turn[slot] else player_b
-                    drop(slot, f"{mover.name} could not move")
-            if not len(moving):
-                continue
-            arbiter.play(actions[moving], slots=moving)
-            for slot in moving.tolist():
-                slots[slot].moves.append(int(actions[slot]))
-            for player in players:
-                player.observe(moving, actions[moving])
-
-            ended = moving[arbiter.is_over(moving)].tolist()
-            judging = [slot for slot in ended if uses_gnugo and slots[slot].phase == MAIN]
-            verdicts = {slot: judges.submit(gnugo.judge_dead_stones, n, config.komi,
-                                            list(slots[slot].moves), superko=config.superko,
-                                            path=judge_path) for slot in judging}
-            cleanup = []
-            for slot in ended:
-                if slot in verdicts:
-                    try:
-                        dead = verdicts[slot].result()
-                    except GnuGoError as error:
-                        drop(slot, f"the dead-stone judge failed ({error})")
-                        continue
-                    if dead:
-                        cleanup.append(slot)
-                        continue
-                finish(slot)
-            if cleanup:
-                cleanup = np.array(cleanup, np.int64)
-                stones, side = arbiter.board(cleanup), arbiter.to_play(cleanup)
-                arbiter.set_board(stones, side, slots=cleanup)
-                for slot in cleanup.tolist():
-                    slots[slot].phase = CLEANUP
-                    slots[slot].cleanup_start = len(slots[slot].moves)
-                for player in players:
-                    player.restart(cleanup, stones, side)
-
-        for record, verdict in cross_checks:
-            try:
-                record.gnugo_score = verdict.result()
-            except GnuGoError as error:
-                log(f"game {record.index}: the GNU Go referee failed ({error}); not cross-checked")
-    finally:
-        judges.shutdown(wait=True, cancel_futures=True)
-        referees.shutdown(wait=True, cancel_futures=True)
-
-    records.sort(key=lambda record: record.index)
-    for record in records:
-        if record.agrees is False:
-            log(f"game {record.index}: our score {record.score:+g}, GNU Go's final_score "
-                f"{record.gnugo_score:+g} (ours counts)")
-    return MatchReport(wins=sum(r.result > 0 for r in records),
-                       losses=sum(r.result < 0 for r in records),
-                       draws=sum(r.result == 0 for r in records),
-                       player_a=player_a.name, player_b=player_b.name, records=tuple(records),
-                       not_played=counts["not_played"], seconds=time.perf_counter() - started)
+        self.records.append(record)
+        if self.referee and not resigned and not capped:
+            self.cross_checks.append((record, self.referees.submit(
+                gnugo.referee_score, config.board_size, config.komi, record.moves,
+                superko=config.superko, path=self.judge_path)))
+        self.stop(slot)
 
 
 def _parallel(games: int, parallel: int | None) -> int:
@@ -628,114 +653,3 @@ def round_robin(config: Config, entries: dict, games_per_pair: int, simulations:
                                      parallel=parallel, names=(first, second),
                                      opening_moves=opening_moves, gnugo_path=gnugo_path, log=log))
     return reports
-
-
-# Ratings.
-
-class PairResult(NamedTuple):
-    """Games between two named players, counted for `a`."""
-    a: str
-    b: str
-    wins: float
-    losses: float
-    draws: float = 0.0
-
-
-@dataclass(frozen=True)
-class Rating:
-    elo: float
-    stderr: float      # from the likelihood's curvature at the fit; relative to the anchor
-                       # (whose own is 0), or to the mean without one
-    games: float       # real games, without the prior's
-
-
-ELO_PER_NAT = 400.0 / math.log(10.0)
-
-
-def fit_bradley_terry(results: Iterable[PairResult | MatchReport], anchor: str | None = "random",
-                      prior_draws: float = 2.0, iterations: int = 100) -> dict[str, Rating]:
-    """Bradley-Terry ratings on the Elo scale, P(i beats j) = 1 / (1 + 10 ** ((R_j - R_i) / 400)),
-    fit by Newton's method on the log-likelihood. Draws count half a win each way. The weak
-    prior (as in BayesElo) adds `prior_draws` virtual draws to every pair that played, so a
-    player who won every game gets a finite rating. `anchor` is fixed at 0 (without one, the
-    mean is 0); every player must be connected to it through games."""
-    pairs = [r.pair() if isinstance(r, MatchReport) else PairResult(*r) for r in results]
-    names = sorted({p.a for p in pairs} | {p.b for p in pairs})
-    if not names:
-        return {}
-    index = {name: i for i, name in enumerate(names)}
-    k = len(names)
-    wins = np.zeros((k, k))            # wins[i, j]: i's score against j (draws half)
-    played = np.zeros((k, k))
-    for p in pairs:
-        i, j = index[p.a], index[p.b]
-        wins[i, j] += p.wins + 0.5 * p.draws
-        wins[j, i] += p.losses + 0.5 * p.draws
-        played[i, j] += p.wins + p.losses + p.draws
-        played[j, i] += p.wins + p.losses + p.draws
-    linked = played > 0
-    wins_prior = wins + 0.5 * prior_draws * linked
-    games_prior = played + prior_draws * linked
-    fixed = index[anchor] if anchor in index else 0
-    _check_connected(linked, fixed, names)
-    free = np.array([i for i in range(k) if i != fixed], np.int64)
-    theta = np.zeros(k)                # natural-log strengths
-
-    def log_likelihood(values):
-        difference = values[:, None] - values[None, :]
-        return float((wins_prior * -np.logaddexp(0.0, -difference)).sum())
-
-    def gradient_hessian(values):
-        p = 1.0 / (1.0 + np.exp(-(values[:, None] - values[None, :])))
-        gradient = (wins_prior - games_prior * p).sum(axis=1)
-        curvature = games_prior * p * (1 - p)
-        hessian = curvature - np.diag(curvature.sum(axis=1))
-        return gradient, hessian
-
-    for _ in range(iterations):
-        gradient, hessian = gradient_hessian(theta)
-        step = np.linalg.solve(-hessian[np.ix_(free, free)], gradient[free])
-        current, scale = log_likelihood(theta), 1.0
-        while scale > 1e-6:
-            trial = theta.copy()
-            trial[free] += scale * step
-            if log_likelihood(trial) >= current - 1e-12:
-                break
-            scale /= 2
-        theta = trial
-        if np.abs(scale * step).max() < 1e-10:
-            break
-    _, hessian = gradient_hessian(theta)
-    covariance = np.zeros((k, k))
-    covariance[np.ix_(free, free)] = np.linalg.inv(-hessian[np.ix_(free, free)])
-    if anchor not in index:
-        centre = np.eye(k) - 1.0 / k
-        theta, covariance = centre @ theta, centre @ covariance @ centre
-    stderr = np.sqrt(np.maximum(np.diag(covariance), 0.0))
-    return {name: Rating(elo=float(theta[i] * ELO_PER_NAT), stderr=float(stderr[i] * ELO_PER_NAT),
-                         games=float(played[i].sum()))
-            for name, i in index.items()}
-
-
-def _check_connected(linked: np.ndarray, start: int, names: list[str]) -> None:
-    reached = {start}
-    frontier = [start]
-    while frontier:
-        i = frontier.pop()
-        for j in np.flatnonzero(linked[i]).tolist():
-            if j not in reached:
-                reached.add(j)
-                frontier.append(j)
-    missing = [names[i] for i in range(len(names)) if i not in reached]
-    if missing:
-        raise ValueError(f"no games connect {missing} to {names[start]}: their ratings are "
-                         f"undetermined")
-
-
-def rating_table(ratings: dict[str, Rating]) -> str:
-    width = max([len(name) for name in ratings] + [6])
-    lines = [f"{'player':<{width}}  {'elo':>7}  {'+-':>5}  {'games':>6}"]
-    for name, rating in sorted(ratings.items(), key=lambda item: -item[1].elo):
-        lines.append(f"{name:<{width}}  {rating.elo:7.0f}  {rating.stderr:5.0f}  "
-                     f"{rating.games:6.0f}")
-    return "\n".join(lines)

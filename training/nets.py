@@ -1,0 +1,150 @@
+"""The one way to get a net: build a run's trainer, or open a run's checkpoint or a model file
+as a compiled net that plays, together with the config it was trained under.
+
+    opened = open_net("my9x9")                  # runs/my9x9: its newest readable checkpoint
+    opened = open_net("runs/x", checkpoint=12)  # a path is used as given; iteration 12
+    opened = open_net("models/9x9.npz")         # a model file
+    opened.config, opened.net, opened.label     # Config, CompiledNet, "my9x9 iteration 12"
+
+Every front end (GUI, GTP engine, evaluate.py) and the training loop's reference player open
+nets here; a source that cannot be played raises `NetOpenError` with a one-line message.
+
+A model file is one .npz (written atomically by `save_model_file`):
+    model.NNNN      the model's weights in the model's variable order (batch-norm statistics
+                    included, no optimizer state), as in `Trainer.state_dict()`
+    __config__      uint8 bytes of the config JSON the net was trained under
+    __info__        uint8 bytes of a JSON object: where it came from (run, iteration, games...)
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from training.config import Config
+from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz, load_npz,
+                                    resolve_run_path)
+
+CONFIG_KEY = "__config__"
+INFO_KEY = "__info__"
+MODEL_PREFIX = "model."
+
+
+class NetOpenError(Exception):
+    """A run or model file that cannot give a playing net; the message says why, in a line."""
+
+
+@dataclass
+class OpenedNet:
+    config: Config
+    net: object                 # architectures.CompiledNet
+    label: str                  # "RUN iteration K" or the model file's name
+    iteration: int | None       # the checkpoint's iteration (None for a model file)
+    path: Path                  # the run directory or the model file
+
+
+def build_trainer(config: Config):
+    """A fresh Trainer (and its model) for `config`; the initial weights follow config.seed."""
+    import keras  # deferred: TensorFlow takes seconds to import
+    from architectures import Trainer, build_model
+    keras.utils.set_random_seed(config.seed)
+    model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
+                        l2=config.l2, value_hidden=config.value_hidden)
+    return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
+                   momentum=config.momentum)
+
+
+def is_model_file(source: str | os.PathLike) -> bool:
+    return os.fspath(source).endswith(".npz")
+
+
+def read_config(source: str | os.PathLike) -> tuple[Config, Path]:
+    """The config of a run directory or model file, without loading any weights."""
+    if is_model_file(source):
+        path = Path(source).expanduser().resolve()
+        return _model_config(_read_model_arrays(path), path), path
+    path = resolve_run_path(source)
+    if not path.is_dir():
+        raise NetOpenError(f"there is no run directory {path} (train one with "
+                           f"bp_tree.py --run {os.fspath(source)}, or name a model file .npz)")
+    config_path = RunDirectory(path).config_path
+    if not config_path.is_file():
+        raise NetOpenError(f"{path} has no config.json: is it a run directory written by "
+                           f"bp_tree.py?")
+    try:
+        return Config.from_json(config_path.read_text()), path
+    except (ValueError, TypeError, OSError) as error:
+        raise NetOpenError(f"{config_path} is unreadable ({error})") from None
+
+
+def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
+             shapes: int = 1, log=print) -> OpenedNet:
+    """A compiled net that plays, from a run (a bare name means runs/NAME; its newest readable
+    checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz)."""
+    config, path = read_config(source)
+    if is_model_file(path):
+        if checkpoint is not None:
+            raise NetOpenError(f"{path} is a model file: it has no checkpoints to choose from")
+        weights, iteration, label = _model_weights(_read_model_arrays(path)), None, path.name
+    else:
+        try:
+            loaded = RunDirectory(path, log=log).load_latest_checkpoint(checkpoint)
+        except CheckpointError as error:
+            raise NetOpenError(str(error)) from None
+        if loaded is None:
+            raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
+                               f"iteration 1 is complete")
+        state, counters = loaded
+        weights = _model_weights(state)
+        iteration = int(counters["iteration"])
+        label = f"{path.name} iteration {iteration}"
+    trainer = build_trainer(config)
+    try:
+        trainer.load_model_weights(weights)
+    except ValueError as error:
+        raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
+    from architectures import CompiledNet  # deferred with TensorFlow
+    net = CompiledNet(trainer.model, batch_size=batch_size, shapes=shapes)
+    return OpenedNet(config=config, net=net, label=label, iteration=iteration, path=path)
+
+
+def save_model_file(path: str | os.PathLike, config: Config, state: dict[str, np.ndarray],
+                    info: dict) -> Path:
+    """Write the model weights of a trainer state (`Trainer.state_dict()` or a checkpoint's)
+    with their config and `info` as a model file."""
+    path = Path(path)
+    arrays = _model_weights(state)
+    arrays[CONFIG_KEY] = np.frombuffer(config.to_json().encode(), dtype=np.uint8)
+    arrays[INFO_KEY] = np.frombuffer(json.dumps(info, sort_keys=True).encode(), dtype=np.uint8)
+    atomic_save_npz(path, arrays)
+    return path
+
+
+def model_info(path: str | os.PathLike) -> dict:
+    return json.loads(_read_model_arrays(Path(path))[INFO_KEY].tobytes().decode())
+
+
+def _read_model_arrays(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise NetOpenError(f"there is no model file {path}")
+    try:
+        arrays = load_npz(path)
+    except (OSError, ValueError, EOFError) as error:
+        raise NetOpenError(f"{path} is not a readable model file ({error})") from None
+    if CONFIG_KEY not in arrays or INFO_KEY not in arrays:
+        raise NetOpenError(f"{path} is not a model file (it lacks {CONFIG_KEY} or {INFO_KEY})")
+    return arrays
+
+
+def _model_config(arrays: dict[str, np.ndarray], path: Path) -> Config:
+    try:
+        return Config.from_json(arrays[CONFIG_KEY].tobytes().decode())
+    except (ValueError, TypeError, UnicodeDecodeError) as error:
+        raise NetOpenError(f"{path}: its config is unreadable ({error})") from None
+
+
+def _model_weights(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: array for name, array in state.items() if name.startswith(MODEL_PREFIX)}
