@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def _read_model_arrays(path: Path) -> dict[str, np.ndarray]:
         raise NetOpenError(f"there is no model file {path}")
     try:
         arrays = load_npz(path)
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise NetOpenError(f"{path} is not a readable model file ({error})") from None
     if CONFIG_KEY not in arrays or INFO_KEY not in arrays:
         raise NetOpenError(f"{path} is not a model file (it lacks {CONFIG_KEY} or {INFO_KEY})")
