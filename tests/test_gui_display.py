@@ -3,6 +3,8 @@ in its environment, so SDL picks its X11 driver and probes OpenGL, which on Xvfb
 software renderer (llvmpipe), the set-up where a window and TensorFlow in one process crashed
 (SIGSEGV in `pygame.display.set_mode`). The test waits for the window, clicks a board point
 with xdotool (real X input events), and reads the screen to see the stone and the net's reply.
+It runs a second time with SDL_FRAMEBUFFER_ACCELERATION=1, a user's setting that makes SDL draw
+every frame through an OpenGL renderer (the fix must not depend on SDL's defaults).
 
 tests/test_gui.py tests the GUI's logic with SDL's dummy driver; this file tests only what a
 real display adds. Needs Xvfb and xdotool (Debian: xvfb, xdotool; build.sh installs them,
@@ -106,10 +108,14 @@ def stones(image, window_origin) -> np.ndarray:
     return board
 
 
-def test_the_gui_opens_and_plays_in_a_real_x_server(x_display, tmp_path):
+@pytest.mark.parametrize("sdl_variables", [
+    {},                                           # as a user starts it
+    {"SDL_FRAMEBUFFER_ACCELERATION": "1"},        # SDL draws the window through OpenGL
+], ids=["no-sdl-variables", "opengl-framebuffer"])
+def test_the_gui_opens_and_plays_in_a_real_x_server(x_display, tmp_path, sdl_variables):
     environment = {name: value for name, value in os.environ.items()
                    if not name.startswith("SDL_") and name != "WAYLAND_DISPLAY"}
-    environment["DISPLAY"] = x_display
+    environment.update(sdl_variables, DISPLAY=x_display)
     log = tmp_path / "gui.log"
     with open(log, "wb") as log_file:
         gui = subprocess.Popen([sys.executable, str(ROOT / "play_network_gui.py"),
