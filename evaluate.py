@@ -104,9 +104,14 @@ class Checkpoints:
         if iteration not in self.loaded:
             from architectures import CompiledNet
             from bp_tree import build_trainer
+            from run_directory import CheckpointError
             loaded = self.run.load_latest_checkpoint(iteration)
             trainer = build_trainer(config)
-            trainer.load_state_dict(loaded[0])
+            try:
+                trainer.load_state_dict(loaded[0])
+            except ValueError as error:
+                raise CheckpointError(f"checkpoint {iteration} does not fit the run's "
+                                      f"config.json: {error}") from None
             self.loaded[iteration] = CompiledNet(trainer.model, self.batch_size)
         return self.loaded[iteration]
 
@@ -115,13 +120,19 @@ def load_config(args: argparse.Namespace):
     from config import Config
     from run_directory import resolve_run_path
     if not args.run:
-        return Config(board_size=args.board_size or 7,
-                      komi=7.5 if args.komi is None else args.komi).validate(), None
+        try:
+            return Config(board_size=args.board_size or 7,
+                          komi=7.5 if args.komi is None else args.komi).validate(), None
+        except ValueError as error:
+            raise SystemExit(f"evaluate: {error}") from None
     path = resolve_run_path(args.run)
     config_path = path / "config.json"
     if not config_path.exists():
         raise SystemExit(f"evaluate: {config_path} not found: is {path} a run directory?")
-    return Config.from_json(config_path.read_text()), path
+    try:
+        return Config.from_json(config_path.read_text()), path
+    except (ValueError, TypeError) as error:
+        raise SystemExit(f"evaluate: {config_path} is unreadable: {error}") from None
 
 
 def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[object, str]:
