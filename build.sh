@@ -28,17 +28,46 @@ if [ "${1:-}" = "--cuda" ]; then
     install_requirements requirements-cuda.txt
 fi
 
-# GNU Go is the evaluation opponent (matches, GTP tests). Debian installs it as
-# /usr/games/gnugo; install it when we can (root with apt), otherwise say how.
-if [ ! -x /usr/games/gnugo ] && ! command -v gnugo >/dev/null 2>&1; then
+# System packages, installed with apt when we can (root with apt), like CI and containers:
+#   gnugo            GNU Go, the evaluation opponent (matches, GTP tests); /usr/games/gnugo
+#   xvfb, xdotool    an X server and X input for the GUI's real-display test
+#   libgl1, libglx-mesa0, libgl1-mesa-dri
+#                    OpenGL with Mesa's software renderer, what SDL meets on a desktop
+#                    without a GPU driver (the set-up where the GUI once crashed)
+# Without root or apt, say what is missing; the tests that need it are skipped.
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+missing=()
+[ -x /usr/games/gnugo ] || command -v gnugo >/dev/null 2>&1 || missing+=(gnugo)
+command -v Xvfb >/dev/null 2>&1 || missing+=(xvfb)
+command -v xdotool >/dev/null 2>&1 || missing+=(xdotool)
+if command -v dpkg-query >/dev/null 2>&1; then
+    for package in libgl1 libglx-mesa0 libgl1-mesa-dri; do
+        deb_installed "$package" || missing+=("$package")
+    done
+fi
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "build.sh: installing GNU Go (Debian package gnugo)"
-        { apt-get install -y -qq gnugo >/dev/null 2>&1 ||
-          { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq gnugo >/dev/null 2>&1; }; } ||
-            echo "build.sh: could not install gnugo; GNU Go matches will be skipped" >&2
+        echo "build.sh: installing ${missing[*]} (Debian packages)"
+        export DEBIAN_FRONTEND=noninteractive
+        { apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1 ||
+          { apt-get update -qq >/dev/null 2>&1 &&
+            apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null 2>&1; }; } ||
+            echo "build.sh: could not install ${missing[*]}; GNU Go matches and the GUI's" \
+                 "real-display test will be skipped" >&2
     else
-        echo "build.sh: GNU Go not found; install it (e.g. 'sudo apt-get install gnugo') for GNU Go matches" >&2
+        echo "build.sh: not installed: ${missing[*]} (e.g. 'sudo apt-get install ${missing[*]}');" \
+             "GNU Go matches and the GUI's real-display test are skipped without them" >&2
     fi
+fi
+
+# Jupyter refuses to start as root unless told; as root (containers, CI) this checkout's
+# environment tells it, so the README's notebook command works there too. (Only the file in
+# .venv; the server still listens on localhost with a token.)
+jupyter_conf=.venv/etc/jupyter/jupyter_server_config.json
+if [ "$(id -u)" = 0 ] && [ ! -f "$jupyter_conf" ]; then
+    mkdir -p "$(dirname "$jupyter_conf")"
+    echo '{"ServerApp": {"allow_root": true}}' > "$jupyter_conf"
+    echo "build.sh: running as root: $jupyter_conf lets Jupyter run as root"
 fi
 
 # setuptools rebuilds an extension only when its sources or `depends` changed.

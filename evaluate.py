@@ -116,8 +116,11 @@ class Checkpoints:
 
 def load_config(args: argparse.Namespace):
     if not args.run:
-        return Config(board_size=args.board_size or 7,
-                      komi=7.5 if args.komi is None else args.komi).validate(), None
+        try:
+            return Config(board_size=args.board_size or 7,
+                          komi=7.5 if args.komi is None else args.komi).validate(), None
+        except ValueError as error:
+            raise SystemExit(f"evaluate: {error}") from None
     try:
         return read_config(args.run)
     except NetOpenError as error:

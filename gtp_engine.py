@@ -9,6 +9,8 @@ whatever the working directory; a path is used as given), so GUIs that start eng
 another directory find the run. Only the protocol is written to stdout: the process keeps the
 real stdout for itself and points file descriptor 1 at stderr, where logs go, so nothing
 printed by a library can corrupt a response. Commands and their behaviour: gtp/engine.py.
+`version` answers the program's version number (pyproject.toml; GUIs such as Lizzie parse
+it); which net plays is on the start-up line on stderr and the answer to `bgz-net`.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import os
 import sys
 
 from gtp import EngineOptions, GoEngine, GtpServer
+from gtp.version import program_version
 from training.nets import NetOpenError, open_net
 
 
@@ -27,6 +30,7 @@ def log(message: str) -> None:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GTP engine playing a trained net.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {program_version()}")
     parser.add_argument("--run", required=True,
                         help="run directory: a bare name means runs/NAME, a path is used as given")
     parser.add_argument("--checkpoint", type=int, default=None,
@@ -40,6 +44,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "(default: never resign)")
     parser.add_argument("--analysis-sims", type=int, default=None,
                         help="simulations lz-analyze may grow one tree to (default: by board size)")
+    parser.add_argument("--version-answer", default=None, metavar="TEXT",
+                        help="what GTP `version` answers (default: the program's version, "
+                             f"{program_version()}). Lizzie 0.7 reads it as Leela Zero's and "
+                             "hangs below 0.15: give it --version-answer 0.17")
     args = parser.parse_args(argv)
     if args.sims is not None and args.sims < 1:
         parser.error("--sims must be at least 1")
@@ -69,15 +77,17 @@ def load_engine(args: argparse.Namespace):
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
     config = opened.config
-    options = EngineOptions(simulations=args.sims or config.simulations,
-                            use_search=not args.no_search,
+    simulations = args.sims or config.simulations
+    where = opened.path if opened.iteration is None else f"{opened.path} iteration {opened.iteration}"
+    net = (f"{where}, {config.board_size}x{config.board_size}, "
+           f"net {config.blocks}x{config.filters}, "
+           + (f"{simulations} simulations per move" if not args.no_search else "no search"))
+    options = EngineOptions(simulations=simulations, use_search=not args.no_search,
                             resign_threshold=args.resign_threshold,
-                            analysis_simulations=args.analysis_sims,
-                            version=opened.label)
+                            analysis_simulations=args.analysis_sims, net=net,
+                            **({"version": args.version_answer} if args.version_answer else {}))
     engine = GoEngine(config, opened.net, options, log=log, seed=config.seed)
-    log(f"gtp_engine: {opened.path}: {opened.label}, {config.board_size}x{config.board_size}, "
-        f"net {config.blocks}x{config.filters}, "
-        + (f"{options.simulations} simulations per move" if options.use_search else "no search"))
+    log(f"gtp_engine: Batched Go Zero {program_version()} playing {net}")
     return engine
 
 

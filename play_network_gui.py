@@ -16,8 +16,10 @@ session) is in gui/ and is tested without a window (tests/test_gui.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +32,10 @@ from pygame import gfxdraw  # noqa: E402
 from games.search import SearchingGames  # noqa: E402
 from gui.controls import command_for_click, command_for_key, dispatch, layout_buttons  # noqa: E402
 from gui.geometry import BoardGeometry  # noqa: E402
+from gui.net_process import NetProcess, NetProcessError  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession, colour_name  # noqa: E402
 from kernels import coords  # noqa: E402
-from training.nets import NetOpenError, open_net, read_config  # noqa: E402
+from training.nets import NetOpenError, read_config  # noqa: E402
 
 BOARD_PIXELS = 680
 PANEL_LEFT = BOARD_PIXELS + 20
@@ -94,17 +97,23 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
         raise SetupError(f"--size {args.size} does not match the run: its net was trained on "
                          f"{config.board_size}x{config.board_size} and plays only that size "
                          f"(leave out --size, or pick a run trained on {args.size}x{args.size})")
+    # The net runs in a child process: TensorFlow in the window's process crashes SDL's
+    # OpenGL probe on Mesa's software renderer (see gui/net_process.py).
     try:
-        opened = open_net(run_path, checkpoint=args.checkpoint, batch_size=1, log=log)
-    except NetOpenError as error:
+        net = NetProcess(str(run_path), args.checkpoint)
+    except NetProcessError as error:
         raise SetupError(str(error)) from None
     search_simulations = args.sims or config.simulations
     simulations = 0 if args.no_search else search_simulations
-    driver = SearchingGames(config, 1, opened.net, simulations=search_simulations,
-                            seed=args.seed, num_threads=1)
-    session = GameSession(driver, simulations=simulations,
-                          human_colour=BLACK if args.colour == "black" else WHITE,
-                          net_name=opened.label)
+    try:
+        driver = SearchingGames(config, 1, net, simulations=search_simulations,
+                                seed=args.seed, num_threads=1)
+        session = GameSession(driver, simulations=simulations,
+                              human_colour=BLACK if args.colour == "black" else WHITE,
+                              net_name=net.label)
+    except BaseException:
+        net.close()
+        raise
     session.message = (f"You play {colour_name(session.human_colour)}. Click a point to play; "
                        f"P passes, two passes end the game.")
     if args.save_dir is not None:
@@ -323,9 +332,12 @@ class App:
     """The window's event loop around a GameSession."""
 
     def __init__(self, session: GameSession, save_dir: Path | None = None):
-        pygame.display.init()
+        open_display()
         pygame.font.init()
-        self.screen = pygame.display.set_mode(WINDOW_SIZE)
+        try:
+            self.screen = pygame.display.set_mode(WINDOW_SIZE)
+        except pygame.error as error:
+            raise SetupError(f"cannot open a window: {error}") from None
         pygame.display.set_caption(f"Go against {session.net_name}")
         self.session = session
         self.save_dir = save_dir
@@ -369,18 +381,88 @@ class App:
             self.close()
 
     def close(self) -> None:
-        self.session.close()
-        pygame.quit()
+        try:
+            self.session.close()
+        finally:
+            close_net = getattr(self.session.driver.evaluator, "close", None)
+            if close_net is not None:
+                close_net()
+            pygame.quit()
+
+
+HEADLESS_DRIVERS = ("offscreen", "dummy")    # SDL's drivers that show no window
+
+
+@contextlib.contextmanager
+def held_back_stderr(held: list):
+    """What native code writes to file descriptor 2 inside the block is appended to `held`
+    (as text) instead of showing."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as file:
+        os.dup2(file.fileno(), 2)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            file.seek(0)
+            held.append(file.read().decode(errors="replace"))
+
+
+def open_display() -> None:
+    """Start SDL's video; SetupError when there is no display to show the window on.
+
+    SDL falls back to its invisible `offscreen` driver when it finds no display, and the GUI
+    would then play to nobody; that driver (or `dummy`) is used only when SDL_VIDEODRIVER
+    asks for it (as the headless tests do)."""
+    requested = os.environ.get("SDL_VIDEODRIVER", "")
+    if sys.platform.startswith("linux") and not requested and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        raise SetupError("cannot open a window: no display (DISPLAY is not set). Run it on a "
+                         "desktop, or play through gtp_engine.py in a GTP GUI.")
+    probe_messages = []              # e.g. libwayland's complaints while SDL probes drivers
+    try:
+        with held_back_stderr(probe_messages):
+            pygame.display.init()
+            driver = pygame.display.get_driver()
+    except pygame.error as error:
+        raise SetupError(f"cannot open a window: {error}") from None
+    if driver in HEADLESS_DRIVERS and driver not in requested.lower():
+        pygame.display.quit()
+        where = " or ".join(f"{name}={os.environ[name]!r}" for name in
+                            ("DISPLAY", "WAYLAND_DISPLAY") if os.environ.get(name))
+        raise SetupError(f"cannot open a window: no display answers at {where}. Run it on a "
+                         f"desktop, or play through gtp_engine.py in a GTP GUI.")
+    sys.stderr.write("".join(probe_messages))
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    error_line = "play_network_gui: {}"
     try:
+        open_display()          # before loading the net: no display, no waiting
         session, save_dir = load_session(args, log=lambda text: print(text, file=sys.stderr))
+        try:
+            app = App(session, save_dir)
+        except BaseException:
+            session.close()
+            session.driver.evaluator.close()
+            raise
     except SetupError as error:
-        print(f"play_network_gui: {error}", file=sys.stderr)
+        print(error_line.format(error), file=sys.stderr)
+        pygame.quit()
         return 2
-    App(session, save_dir).run()
+    try:
+        app.run()
+    except KeyboardInterrupt:
+        return 130
+    except RuntimeError as error:          # the net's thread failed; its cause says why
+        cause = error.__cause__
+        if not isinstance(cause, NetProcessError):
+            raise
+        print(error_line.format(cause), file=sys.stderr)
+        return 1
     return 0
 
 

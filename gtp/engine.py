@@ -40,6 +40,7 @@ from games import sgf_records
 from games.search import SearchingGames
 from gtp.game import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
+from gtp.version import program_version
 from kernels import coords
 from py_util import NO_NODE
 from training.config import Config
@@ -58,7 +59,8 @@ class EngineOptions:
     resign_threshold: float | None = None
     analysis_simulations: int | None = None  # tree capacity for lz-analyze; None: by board size
     name: str = "Batched Go Zero"
-    version: str = "0"
+    version: str = field(default_factory=program_version)   # the program's, pyproject.toml's
+    net: str = "a net"                   # which net plays (bgz-net): run, iteration, shape
 
     def tree_simulations(self, board_size: int) -> int:
         """Simulations one search tree holds: enough for long analysis on small boards while
@@ -116,6 +118,7 @@ class GoEngine:
         return {
             "name": lambda args: self.options.name,
             "version": lambda args: self.options.version,
+            "bgz-net": lambda args: self.options.net,
             "boardsize": self.cmd_boardsize,
             "clear_board": self.cmd_clear_board,
             "komi": self.cmd_komi,
@@ -130,6 +133,7 @@ class GoEngine:
             "time_settings": self.cmd_time_settings,
             "time_left": self.cmd_time_left,
             "set_free_handicap": self.cmd_set_free_handicap,
+            "fixed_handicap": self.cmd_fixed_handicap,
             "loadsgf": self.cmd_loadsgf,
             "printsgf": self.cmd_printsgf,
             "lz-analyze": self.cmd_lz_analyze,
@@ -205,12 +209,27 @@ class GoEngine:
         if (len(points) < 2 or len(points) > self.board_size ** 2 - 1
                 or len(set(points)) != len(points) or self.pass_move in points):
             raise GtpError("bad vertex list")
+        self._place_handicap(points)
+        return ""
+
+    def cmd_fixed_handicap(self, args):
+        """The GTP specification's fixed placement (section 4.1.1), as GNU Go places it."""
+        stones = _parse_int(args, 1)[0]
+        self.sync_board()
+        if self.replayer.board().any():
+            raise GtpError("board not empty")
+        vertices = fixed_handicap_vertices(self.board_size, stones)
+        if vertices is None:
+            raise GtpError("invalid number of stones")
+        self._place_handicap([coords.from_gtp(vertex, self.board_size) for vertex in vertices])
+        return " ".join(vertices)
+
+    def _place_handicap(self, points: list[int]) -> None:
         stones = np.zeros((self.board_size, self.board_size), np.int8)
         stones.flat[points] = 1
         self.record.add(Setup(stones, previous=np.zeros_like(stones), to_play=-1,
                               handicap=len(points)))
         self._changed()
-        return ""
 
     def cmd_time_settings(self, args):
         if len(args) != 3:
@@ -566,6 +585,7 @@ class GoEngine:
             "dboard/Visit heatmap/bgz-visit_heatmap",
             "var/Principal variation/bgz-principal_variation",
             "string/Value/bgz-value",
+            "string/Net/bgz-net",
         ])
 
     def _analysis_colour(self, args) -> int:
@@ -653,6 +673,26 @@ def _parse_seconds(args) -> list[float]:
     if min(values, default=0) < 0:
         raise GtpError("syntax error")
     return values
+
+
+def fixed_handicap_vertices(board_size: int, stones: int) -> list[str] | None:
+    """The vertices of GTP's fixed handicap placement (corners, then sides, then the centre;
+    the third line below 12x12, the fourth from there), None where it is not defined: boards
+    below 7x7, fewer than 2 stones, more than 4 on even or 7x7 boards, more than 9."""
+    most = 9 if board_size % 2 and board_size >= 9 else 4
+    if board_size < 7 or not 2 <= stones <= most:
+        return None
+    low = 3 if board_size >= 12 else 2             # columns and rows counted from 0
+    high, mid = board_size - 1 - low, board_size // 2
+    points = [(low, low), (high, high), (low, high), (high, low)][:min(stones, 4)]
+    if stones >= 6:
+        points += [(low, mid), (high, mid)]
+    if stones >= 8:
+        points += [(mid, low), (mid, high)]
+    if stones % 2 and stones >= 5:
+        points.append((mid, mid))
+    return [coords.to_gtp(coords.to_flat(board_size - 1 - row, col, board_size), board_size)
+            for col, row in points]                 # row: GTP's row number - 1
 
 
 def _split_filename(args) -> tuple[str | None, list[str]]:

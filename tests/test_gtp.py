@@ -32,6 +32,9 @@ from gtp.protocol import GtpServer, format_response, parse, preprocess  # noqa: 
 from kernels import GoBatch, coords  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The program's version, read here independently of gtp/version.py.
+PROGRAM_VERSION = re.search(r'^version = "([^"]+)"', (PROJECT_ROOT / "pyproject.toml").read_text(),
+                            re.M).group(1)
 GNUGO = "/usr/games/gnugo"
 N = 5                      # the tiny preset's board
 PASS = N * N
@@ -39,7 +42,7 @@ REQUIRED = ["protocol_version", "name", "version", "known_command", "list_comman
             "boardsize", "clear_board", "komi", "play", "genmove"]
 EXTRA = ["undo", "showboard", "final_score", "final_status_list", "time_settings", "time_left",
          "set_free_handicap", "loadsgf", "printsgf", "reg_genmove", "lz-analyze",
-         "gogui-analyze_commands"]
+         "gogui-analyze_commands", "bgz-net"]
 INFO_BLOCK = re.compile(r"info move (?P<move>\S+) visits (?P<visits>\d+) winrate (?P<winrate>\d+) "
                         r"prior (?P<prior>\d+) lcb (?P<lcb>\d+) order (?P<order>\d+) "
                         r"pv (?P<pv>(?:\S+)(?: (?!info )\S+)*)")
@@ -196,7 +199,7 @@ def test_preprocessing_removes_control_characters_and_comments_and_skips_blank_l
 def test_required_commands_ids_and_canonical_errors(loaded):
     gtp = Transcript(loaded)
     assert gtp.responses("1 protocol_version", "2 name", "version") == [
-        ("=1", "2"), ("=2", "Batched Go Zero"), ("=", "0")]
+        ("=1", "2"), ("=2", "Batched Go Zero"), ("=", PROGRAM_VERSION)]
     listed = gtp.ok("list_commands").split("\n")
     assert set(REQUIRED + EXTRA) <= set(listed)
     for name in listed:
@@ -549,7 +552,10 @@ def test_subprocess_speaks_only_gtp_from_another_directory_and_analysis_stops_at
         # Lines already on their way may arrive; then the closing empty line, then =5.
         while (line := engine.read_line()) != "\n":
             assert line.startswith("info move ")
-        assert engine.response() == ("=5", "tiny run iteration 1")
+        assert engine.response() == ("=5", PROGRAM_VERSION)
+        engine.send("bgz-net\n")
+        head, net = engine.response()
+        assert head == "=" and net.startswith(f"{tiny_run} iteration 1, 5x5, net 1x8, 4 sim")
         engine.send("6 frobnicate\n")
         assert engine.response() == ("?6", "unknown command")
         engine.send("7 quit\n8 name\n")
@@ -646,3 +652,62 @@ def test_a_game_against_gnugo_to_the_end_scored_by_our_rules_and_by_gnugo(tiny_r
     assert parse_score(score_text) == referee.score()[0], \
         f"GNU Go says {score_text}, our rules {referee.score()[0]:+}: {moves}"
     assert parse_score(ours_score) == referee.score()[0]
+
+
+# ---------------------------------------------------------------- what GUIs send (Lizzie)
+
+def uniform_net(planes):
+    """A stand-in evaluator: every move equally likely, an even game."""
+    actions = planes.shape[1] * planes.shape[2] + 1
+    return (np.full((len(planes), actions), 1 / actions, np.float32),
+            np.zeros(len(planes), np.float32))
+
+
+def test_fixed_handicap_places_the_gtp_points_and_answers_them():
+    import dataclasses
+
+    from training.config import PRESETS
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9)
+    gtp = Transcript((nine, uniform_net), simulations=4, analysis_simulations=16)
+    assert gtp.responses("1 fixed_handicap 2", "2 fixed_handicap 2") == [
+        ("=1", "C3 G7"), ("?2", "board not empty")]
+    assert gtp.ok("genmove w") not in ("C3", "G7")     # White moves next, the stones are there
+    assert gtp.ok("clear_board") == ""
+    assert gtp.responses("fixed_handicap 10", "fixed_handicap 1", "fixed_handicap x") == [
+        ("?", "invalid number of stones"), ("?", "invalid number of stones"),
+        ("?", "syntax error")]
+    assert gtp.ok("fixed_handicap 9").split() == [
+        "C3", "G7", "C7", "G3", "C5", "G5", "E3", "E7", "E5"]
+
+
+def test_fixed_handicap_is_refused_on_boards_without_a_placement(loaded):
+    assert Transcript(loaded).error("fixed_handicap 2") == "invalid number of stones"   # 5x5
+
+
+@pytest.mark.skipif(not Path(GNUGO).exists(), reason="GNU Go is not installed (/usr/games/gnugo)")
+def test_fixed_handicap_vertices_are_gnugos():
+    from gtp.engine import fixed_handicap_vertices
+    lines = []
+    for size in (5, 7, 8, 9, 12, 13, 19):
+        lines.append(f"boardsize {size}")
+        for stones in range(1, 11):
+            lines += ["clear_board", f"fixed_handicap {stones}"]
+    result = subprocess.run([GNUGO, "--mode", "gtp"], input="\n".join(lines) + "\nquit\n",
+                            capture_output=True, text=True, timeout=60)
+    answers = iter(parse_responses(result.stdout)[:-1])
+    for size in (5, 7, 8, 9, 12, 13, 19):
+        next(answers)                                   # boardsize
+        for stones in range(1, 11):
+            next(answers)                               # clear_board
+            head, body = next(answers)
+            ours = fixed_handicap_vertices(size, stones)
+            if head == "=":
+                assert ours is not None and sorted(ours) == sorted(body.split()), (size, stones)
+            else:
+                assert ours is None, (size, stones)
+
+
+def test_version_answers_the_program_version_or_the_one_given(loaded):
+    assert Transcript(loaded).ok("version") == PROGRAM_VERSION
+    assert Transcript(loaded, version="0.17").ok("version") == "0.17"   # --version-answer
+    assert "string/Net/bgz-net" in Transcript(loaded).ok("gogui-analyze_commands")

@@ -1,0 +1,118 @@
+"""The front ends (play_network_gui.py, gtp_engine.py, evaluate.py) meeting what they cannot do:
+no display, a damaged checkpoint, a checkpoint that does not fit the run's config, a config
+that is not JSON. Each says so in one last line on stderr and exits non-zero: no traceback, no
+core dump. Also the GUI's net process (gui/net_process.py): its death mid-game is reported,
+not a hang.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_RUN = ROOT / "notebooks" / "fixture_run"
+
+
+def front_end(script: str, *args, display: bool = False, timeout: int = 120):
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith("SDL_") and name not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    if display:
+        environment["SDL_VIDEODRIVER"] = "dummy"       # a display that is not the question
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=environment,
+                          stdin=subprocess.DEVNULL)
+
+
+def assert_refused(result, *expected: str) -> None:
+    err = result.stderr
+    assert result.returncode not in (0, None) and result.returncode > 0, (result.returncode, err)
+    assert "Traceback" not in err and result.stdout == "", err
+    last = err.strip().splitlines()[-1]
+    for text in expected:
+        assert text in last, last
+
+
+@pytest.fixture
+def run_copy(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE_RUN, run)
+    return run
+
+
+def test_the_gui_without_a_display_says_so_before_loading_anything():
+    result = front_end("play_network_gui.py", "--run", FIXTURE_RUN)
+    assert_refused(result, "play_network_gui: cannot open a window", "DISPLAY is not set")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_damaged_checkpoints_are_refused_by_every_front_end(run_copy):
+    for checkpoint in (run_copy / "checkpoints").glob("ckpt_*.npz"):
+        checkpoint.write_bytes(b"not a checkpoint")
+    assert_refused(front_end("play_network_gui.py", "--run", run_copy, display=True),
+                   "no readable checkpoint")
+    assert_refused(front_end("gtp_engine.py", "--run", run_copy), "no readable checkpoint")
+    assert_refused(front_end("evaluate.py", "--run", run_copy, "--black", "ckpt:latest",
+                             "--white", "random", "--games", "2"), "no readable checkpoint")
+
+
+def test_a_config_that_is_not_json_is_refused(run_copy):
+    (run_copy / "config.json").write_text("{not json")
+    assert_refused(front_end("gtp_engine.py", "--run", run_copy), "config.json is unreadable")
+    assert_refused(front_end("evaluate.py", "--run", run_copy, "--black", "ckpt:latest",
+                             "--white", "random"), "config.json is unreadable")
+
+
+def test_a_checkpoint_of_another_net_shape_is_refused(run_copy):
+    config = json.loads((run_copy / "config.json").read_text())
+    config["filters"] *= 2
+    (run_copy / "config.json").write_text(json.dumps(config))
+    # The GUI's net loads in its child process: the refusal crosses the process boundary.
+    assert_refused(front_end("play_network_gui.py", "--run", run_copy, display=True),
+                   "do not fit its config")
+    assert_refused(front_end("evaluate.py", "--run", run_copy, "--black", "ckpt:latest",
+                             "--white", "random", "--games", "2"),
+                   "do not fit its config")
+
+
+def test_an_unsupported_board_size_is_refused():
+    assert_refused(front_end("evaluate.py", "--black", "random", "--white", "random",
+                             "--board-size", "30"), "board_size must be in 2..19")
+
+
+def test_the_net_process_answers_and_its_death_is_reported():
+    import play_network_gui
+    from gui.net_process import NetProcess, NetProcessError
+    from gui.session import BLACK
+
+    session, _ = play_network_gui.load_session(
+        play_network_gui.parse_args(["--run", str(FIXTURE_RUN), "--sims", "4"]),
+        log=lambda text: None)
+    net = session.driver.evaluator
+    try:
+        assert isinstance(net, NetProcess)
+        n = session.board_size
+        policy, value = net(np.zeros((2, n, n, net_planes(session)), np.float32))
+        assert policy.shape == (2, n * n + 1) and value.shape == (2,)
+        np.testing.assert_allclose(policy.sum(axis=1), 1, rtol=1e-5)
+
+        net.process.send_signal(signal.SIGKILL)
+        net.process.wait(timeout=10)
+        assert session.human_colour == BLACK and session.play(12)    # the net must reply
+        with pytest.raises(RuntimeError) as failure:
+            session.wait()
+        assert isinstance(failure.value.__cause__, NetProcessError)
+        assert "killed by SIGKILL" in str(failure.value.__cause__)
+    finally:
+        session.close()
+        net.close()
+    assert net.process.poll() is not None
+
+
+def net_planes(session) -> int:
+    return session.driver.go.features(session.driver.history, np.zeros(1, np.int64)).shape[-1]
