@@ -37,6 +37,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from architectures.inference import weights_changed
+
 
 class Trainer:
     """Owns the optimizer, the step counters and the compiled training step of one model."""
@@ -120,6 +122,7 @@ class Trainer:
             raise ValueError(f"value_targets must have {batch} entries, "
                              f"got {value_targets.shape}")
         values = self._train_step(planes, policy_targets, value_targets).numpy()
+        weights_changed(self.model)
         names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate")
         stats = {name: float(value) for name, value in zip(names, values)}
         stats["skipped"] = bool(values[-1] == 0.0)
@@ -203,6 +206,7 @@ class Trainer:
             arrays[name] = array
         for name, variable in variables.items():
             variable.assign(arrays[name])
+        weights_changed(self.model)
 
 
 def _check_schedule(learning_rates) -> tuple[tuple[int, float], ...]:
