@@ -6,10 +6,10 @@
  * another busy process shares a core with one of our threads, that thread is off the CPU
  * for whole scheduler slices (milliseconds) while our regions last 20-300 microseconds, so
  * nearly every region waits for it: on the 2-core development machine the rules engine and
- * the tree kept 25-35% of their quiet speed beside one busy process, less than one thread
- * alone (about 55-65%). Passive waiting (OMP_WAIT_POLICY=passive) does not help: the region
- * still waits for the descheduled thread, and waking sleeping workers costs 10-50 us a region,
- * which cost 80% of the quiet rate at batch 128 (benchmarks/README.md has the figures).
+ * the tree kept 30-41% of their quiet speed beside one busy process, less than one thread
+ * alone does (56-76% of the team's quiet speed). Passive waiting (OMP_WAIT_POLICY=passive)
+ * does not fix it: a region still waits for the descheduled thread, and waking sleeping
+ * workers at every region cost 43-68% of the quiet rate (benchmarks/README.md has the figures).
  *
  * What. A parallel run times itself: the wall time of the whole region, and for each thread
  * the time from its own start to the end of its share of the loop (a thread that starts late
