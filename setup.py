@@ -16,7 +16,7 @@ EXTENSIONS = [
     Extension(
         "kernels._go_cpu",
         sources=["kernels/go_cpu.c"],
-        depends=["kernels/go_rules.h"],
+        depends=["kernels/go_rules.h", "kernels/adaptive_threads.h"],
         extra_compile_args=OPTIMIZE + ["-fopenmp"],
         extra_link_args=["-fopenmp"],
     ),
@@ -24,7 +24,7 @@ EXTENSIONS = [
     Extension(
         "py_util._mcts",
         sources=["py_util/mcts.c"],
-        depends=[],
+        depends=["kernels/adaptive_threads.h"],
         extra_compile_args=OPTIMIZE + ["-fopenmp"],
         extra_link_args=["-fopenmp"],
     ),

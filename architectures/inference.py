@@ -1,4 +1,4 @@
-"""Batched inference through one compiled function of fixed batch shape.
+"""Batched inference: TensorFlow `tf.function`s of fixed batch shape, or ONNX Runtime.
 
 `CompiledNet(model, batch_size)` traces the model's inference pass (training=False) once, at
 construction, for the input signature float32 (batch_size, N, N, C). Calls with fewer rows
@@ -17,6 +17,16 @@ two outputs.
 
 Never call the Keras model itself in a hot path: an eager Keras call costs 14-46 ms here,
 a compiled call 0.3-1 ms plus the arithmetic (this wrapper adds under 0.1 ms).
+
+Back ends (`backend=`): "tensorflow" runs the `tf.function`s above; "onnxruntime" runs the
+same net exported by `onnx_export.onnx_model` (the model's own weights, batch norms folded by
+ONNX Runtime's optimiser) in an ONNX Runtime session, any batch size without padding.
+TensorFlow stays the trainer either way. An ONNX Runtime session holds a copy of the
+weights: it is rebuilt on the next call after `Trainer.train_step` or
+`Trainer.load_state_dict` changed them (they call `weights_changed(model)`); code that
+assigns the model's variables some other way calls `weights_changed(model)` or
+`net.refresh()` itself. `DEFAULT_BACKEND` is the faster one on the CPUs measured
+(benchmarks/bench_net.py, figures in benchmarks/README.md).
 """
 from __future__ import annotations
 
@@ -24,6 +34,29 @@ import numpy as np
 import tensorflow as tf
 
 from architectures.resnet import inference_forward, is_built_by_build_model
+
+BACKENDS = ("tensorflow", "onnxruntime")
+# ONNX Runtime ran every preset net faster than TensorFlow on the 2-core development machine:
+# 1.0-1.9x at batch 128, 1.8-4x at 64, 6-8x at 16 (benchmarks/README.md); TensorFlow is the
+# fallback when the onnxruntime package is missing.
+DEFAULT_BACKEND = "onnxruntime"
+
+
+def weights_changed(model) -> None:
+    """Tell every ONNX Runtime `CompiledNet` of `model` that its weights changed."""
+    model._bgz_weights_version = getattr(model, "_bgz_weights_version", 0) + 1
+
+
+def _weights_version(model) -> int:
+    return getattr(model, "_bgz_weights_version", 0)
+
+
+def onnxruntime_available() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 class CompiledNet:
@@ -34,7 +67,8 @@ class CompiledNet:
     so a search step whose batch came up short (some selections ended on finished games)
     does not pay for a full batch: self-play's steps averaged 99 of 128 rows."""
 
-    def __init__(self, model, batch_size: int, fold_batch_norm: bool = True, shapes: int = 1):
+    def __init__(self, model, batch_size: int, fold_batch_norm: bool = True, shapes: int = 1,
+                 backend: str | None = None):
         if int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if int(shapes) != shapes or not 1 <= shapes <= batch_size:
@@ -45,6 +79,16 @@ class CompiledNet:
         if fold_batch_norm and not is_built_by_build_model(model):
             raise ValueError("fold_batch_norm needs a model from architectures.resnet."
                              "build_model; pass fold_batch_norm=False for other models")
+        if backend is None:
+            # The Keras path (fold_batch_norm=False) and a missing onnxruntime mean TensorFlow.
+            backend = (DEFAULT_BACKEND if fold_batch_norm and onnxruntime_available()
+                       else "tensorflow")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "onnxruntime" and not fold_batch_norm:
+            raise ValueError("the onnxruntime back end runs the build_model net; "
+                             "fold_batch_norm=False (the Keras model) needs backend='tensorflow'")
+        self.backend = backend
         self.model = model
         self.fold_batch_norm = bool(fold_batch_norm)
         self.batch_size = int(batch_size)
@@ -63,6 +107,10 @@ class CompiledNet:
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}
+        if backend == "onnxruntime":
+            self._session, self._session_version = None, None
+            self.refresh()
+            return
         for size in self.compiled_sizes:
             function = tf.function(forward, input_signature=[tf.TensorSpec((size, *shape), tf.float32)])
             function.get_concrete_function()    # trace now, not on the first search step
@@ -70,8 +118,30 @@ class CompiledNet:
 
     @property
     def tracing_count(self) -> int:
-        """How many times the most-traced function was traced; stays 1 for the object's life."""
+        """How many times the most-traced function was traced; stays 1 for the object's life
+        (1 for ONNX Runtime, which never traces)."""
+        if self.backend == "onnxruntime":
+            return 1
         return max(f.experimental_get_tracing_count() for f in self._functions.values())
+
+    def refresh(self) -> None:
+        """ONNX Runtime: export the model's current weights into a new session (TensorFlow
+        reads the variables on every call and needs nothing)."""
+        if self.backend != "onnxruntime":
+            return
+        import onnxruntime
+
+        from architectures.onnx_export import onnx_model
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Idle intra-op threads block at once instead of spinning: between net calls the
+        # search runs on this core and the rules engine's threads want the other.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        version = _weights_version(self.model)
+        self._session = onnxruntime.InferenceSession(
+            onnx_model(self.model).SerializeToString(), options,
+            providers=["CPUExecutionProvider"])
+        self._session_version = version
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(policy (k, N*N+1), value (k,)), float32 NumPy, for planes (k, N, N, C)."""
@@ -81,6 +151,8 @@ class CompiledNet:
             raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
                              f"got shape {planes.shape}")
         rows = planes.shape[0]
+        if self.backend == "onnxruntime":
+            return self._run_onnxruntime(planes, rows)
         policy = np.empty((rows, self.num_actions), dtype=np.float32)
         value = np.empty(rows, dtype=np.float32)
         for start in range(0, rows, self.batch_size):
@@ -99,6 +171,21 @@ class CompiledNet:
             policy[start:stop] = chunk_policy.numpy()[:count]
             value[start:stop] = chunk_value.numpy()[:count]
         return policy, value
+
+    def _run_onnxruntime(self, planes: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._session_version != _weights_version(self.model):
+            self.refresh()
+        planes = np.ascontiguousarray(planes, dtype=np.float32)
+        if rows == 0:
+            return (np.empty((0, self.num_actions), dtype=np.float32),
+                    np.empty(0, dtype=np.float32))
+        if rows <= self.batch_size:
+            policy, value = self._session.run(None, {"planes": planes})
+            return policy, value
+        parts = [self._session.run(None, {"planes": planes[start:start + self.batch_size]})
+                 for start in range(0, rows, self.batch_size)]
+        return (np.concatenate([part[0] for part in parts]),
+                np.concatenate([part[1] for part in parts]))
 
 
 def mask_policy(policy: np.ndarray, legal: np.ndarray) -> np.ndarray:

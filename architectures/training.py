@@ -37,6 +37,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from architectures.inference import weights_changed
+
 
 class Trainer:
     """Owns the optimizer, the step counters and the compiled training step of one model."""
@@ -120,6 +122,7 @@ class Trainer:
             raise ValueError(f"value_targets must have {batch} entries, "
                              f"got {value_targets.shape}")
         values = self._train_step(planes, policy_targets, value_targets).numpy()
+        weights_changed(self.model)
         names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate")
         stats = {name: float(value) for name, value in zip(names, values)}
         stats["skipped"] = bool(values[-1] == 0.0)
@@ -185,6 +188,7 @@ class Trainer:
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Restore a `state_dict()` (e.g. an `np.load`ed .npz) exactly; all or nothing."""
         _assign_all(self._state_variables(), state)
+        weights_changed(self.model)
 
     def load_model_weights(self, state: Mapping[str, np.ndarray]) -> None:
         """Restore only the model's weights (`model.NNNN` entries; a model file or a
@@ -192,6 +196,7 @@ class Trainer:
         _assign_all({name: variable for name, variable in self._state_variables().items()
                      if name.startswith("model.")},
                     {name: array for name, array in state.items() if name.startswith("model.")})
+        weights_changed(self.model)
 
 
 def _assign_all(variables: Mapping[str, tf.Variable], state: Mapping[str, np.ndarray]) -> None:

@@ -1,100 +1,174 @@
-"""Net throughput: compiled batched inference and training steps, positions per second.
+"""Net inference against the machine's peak: TensorFlow and ONNX Runtime side by side.
 
-For each net size, at batch 128 with the 18 input planes of `GoBatch(history_length=7)`:
-inference through `CompiledNet` (NumPy in, NumPy out, as the search calls it; batch norm
-folded, and for comparison `fold_batch_norm=False`, which calls the Keras model) and
-`Trainer.train_step`, each the median of several timed repeats. The GFLOP/s column counts
-2 FLOPs per multiply-add of the forward pass (the 2-core boxes measured ~450-540 GFLOP/s).
-The last line is the 4x32 9x9 summary.
+1. The machine's dense float32 peak: a large square matmul through NumPy (BLAS), TensorFlow and
+   ONNX Runtime, each the best of several timed calls; the best of the three is the peak.
+2. Each preset's net (config.PRESETS, and the `cpu` net on a 9x9 board, as no 9x9 preset
+   exists), random weights and batch norm statistics: inference through
+   `architectures.CompiledNet` (NumPy planes in, policy and value out, as the search calls it)
+   with each back end at batch 16, 64 and 128. Repeats alternate the back ends; each figure is
+   the median of the repeats, and counts the positions evaluated inside its timed window.
+3. FLOPs per position counted from the model's layers (2 per multiply-add of every
+   convolution and dense layer; batch norm, adds and activations not counted), so
+   GFLOP/s = positions/s * FLOPs, and peak_fraction = that / the peak.
 
-    .venv/bin/python benchmarks/bench_net.py [--seconds S] [--repeats R] [--batch B]
+The last line is the `cpu` preset at batch 128 on the self-play back end
+(`architectures.inference.DEFAULT_BACKEND`):
+    net cpu b128 positions_per_s=<X> peak_fraction=<Y>
+
+    .venv/bin/python benchmarks/bench_net.py [--seconds S] [--repeats R] [--presets cpu,paper]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from architectures import CompiledNet, Trainer, build_model  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
-INPUT_PLANES = 18
-VALUE_HIDDEN = 64
-# (board_size, blocks, filters); the first is the summary net.
-SIZES = [(9, 4, 32), (9, 6, 64), (7, 5, 128), (5, 2, 16)]
+from architectures import CompiledNet, build_model  # noqa: E402
+from architectures.inference import DEFAULT_BACKEND, onnxruntime_available  # noqa: E402
+from training.config import PRESETS  # noqa: E402
 
-
-def forward_flops(board_size: int, blocks: int, filters: int) -> int:
-    points = board_size * board_size
-    multiply_adds = (
-        9 * INPUT_PLANES * filters * points               # stem
-        + blocks * 2 * 9 * filters * filters * points     # residual blocks
-        + filters * 3 * points                            # 1x1 head convs (2 + 1 filters)
-        + 2 * points * (points + 1)                       # policy dense
-        + points * VALUE_HIDDEN + VALUE_HIDDEN            # value dense layers
-    )
-    return 2 * multiply_adds
+BATCHES = (16, 64, 128)
 
 
-def rate(function, positions_per_call: int, seconds: float, repeats: int) -> float:
-    """Median positions/s over `repeats` timed runs of about `seconds` each."""
+def net_flops(model) -> int:
+    """FLOPs of one position's forward pass: 2 per multiply-add of each Conv2D and Dense."""
+    total = 0
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.Conv2D):
+            height, width, out_channels = layer.output.shape[1:]
+            kh, kw, in_channels, _ = layer.kernel.shape
+            total += 2 * height * width * kh * kw * in_channels * out_channels
+        elif isinstance(layer, tf.keras.layers.Dense):
+            total += 2 * int(np.prod(layer.kernel.shape))
+    return int(total)
+
+
+def best_seconds(function, repeats: int) -> float:
     function()
-    start = time.perf_counter()
-    function()
-    calls = max(1, int(seconds / max(time.perf_counter() - start, 1e-6)))
-    rates = []
+    best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        for _ in range(calls):
-            function()
-        rates.append(calls * positions_per_call / (time.perf_counter() - start))
-    return statistics.median(rates)
+        function()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def matmul_peak(size: int, repeats: int) -> dict[str, float]:
+    """GFLOP/s of a float32 (size x size) @ (size x size) through each library."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    flops = 2 * size ** 3
+    results = {"numpy": flops / best_seconds(lambda: a @ b, repeats) / 1e9}
+    ta, tb = tf.constant(a), tf.constant(b)
+    matmul = tf.function(lambda x, y: tf.matmul(x, y))
+    results["tensorflow"] = flops / best_seconds(lambda: matmul(ta, tb).numpy(), repeats) / 1e9
+    if onnxruntime_available():
+        import onnxruntime
+        from onnx import TensorProto, helper
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["a", "b"], ["c"])], "matmul",
+            [helper.make_tensor_value_info(name, TensorProto.FLOAT, [size, size]) for name in "ab"],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [size, size])])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        session = onnxruntime.InferenceSession(proto.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+        results["onnxruntime"] = flops / best_seconds(
+            lambda: session.run(None, {"a": a, "b": b}), repeats) / 1e9
+    return results
+
+
+def randomise_batch_norms(model, rng) -> None:
+    """Trained-looking batch norm statistics (fresh ones are the identity)."""
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.layers.BatchNormalization):
+            width = layer.gamma.shape[0]
+            layer.gamma.assign(rng.uniform(0.5, 1.5, width).astype(np.float32))
+            layer.beta.assign(rng.normal(0, 0.3, width).astype(np.float32))
+            layer.moving_mean.assign(rng.normal(0, 0.5, width).astype(np.float32))
+            layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
+
+
+def positions_per_second(net, planes: np.ndarray, seconds: float) -> float:
+    """Calls of `net` on `planes` for about `seconds`; positions evaluated in the window / s."""
+    calls = 0
+    start = time.perf_counter()
+    while True:
+        net(planes)
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return calls * len(planes) / elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.0, help="per timed repeat")
+    parser.add_argument("--seconds", type=float, default=0.5, help="per timed repeat")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--peak-size", type=int, default=4096, help="matmul side for the peak")
+    parser.add_argument("--presets", default="cpu,cpu@9,tiny,paper",
+                        help="comma-separated presets; NAME@N is that preset's net on an NxN board")
     args = parser.parse_args()
+    backends = ["tensorflow"] + (["onnxruntime"] if onnxruntime_available() else [])
+    if len(backends) == 1:
+        print("onnxruntime is not installed: TensorFlow only")
+
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} before the run; "
+          f"TensorFlow {tf.__version__}", flush=True)
+    peaks = matmul_peak(args.peak_size, repeats=max(3, args.repeats))
+    peak = max(peaks.values())
+    print(f"dense float32 matmul {args.peak_size}x{args.peak_size}, best of "
+          f"{max(3, args.repeats)}: " + ", ".join(f"{name} {rate:.0f}" for name, rate in
+                                                   peaks.items())
+          + f" GFLOP/s; peak = {peak:.0f} GFLOP/s", flush=True)
 
     rng = np.random.default_rng(0)
-    results = {}
-    print(f"batch {args.batch}, {INPUT_PLANES} input planes, median of {args.repeats} x "
-          f"{args.seconds:g} s")
-    print(f"{'net':>12} {'MFLOP/pos':>10} {'infer pos/s':>12} {'GFLOP/s':>8} "
-          f"{'unfolded':>9} {'train pos/s':>12} {'infer/train':>11}")
-    for board_size, blocks, filters in SIZES:
-        model = build_model(board_size, INPUT_PLANES, blocks, filters, value_hidden=VALUE_HIDDEN)
-        shape = (args.batch, board_size, board_size, INPUT_PLANES)
-        planes = (rng.random(shape) < 0.3).astype(np.float32)
-        actions = board_size * board_size + 1
-        policy_targets = rng.dirichlet(np.full(actions, 0.3), args.batch).astype(np.float32)
-        value_targets = rng.choice([-1.0, 1.0], args.batch).astype(np.float32)
-
-        net = CompiledNet(model, args.batch)
-        inference = rate(lambda: net(planes), args.batch, args.seconds, args.repeats)
-        keras_net = CompiledNet(model, args.batch, fold_batch_norm=False)
-        unfolded = rate(lambda: keras_net(planes), args.batch, args.seconds, args.repeats)
-        trainer = Trainer(model, args.batch)
-        training = rate(lambda: trainer.train_step(planes, policy_targets, value_targets),
-                        args.batch, args.seconds, args.repeats)
-        assert net.tracing_count == 1 and trainer.tracing_count == 1
-
-        flops = forward_flops(board_size, blocks, filters)
-        name = f"{board_size}x{board_size} {blocks}x{filters}"
-        results[(board_size, blocks, filters)] = (name, inference, training)
-        print(f"{name:>12} {flops / 1e6:10.2f} {inference:12.0f} {inference * flops / 1e9:8.0f} "
-              f"{unfolded:9.0f} {training:12.0f} {inference / training:11.2f}", flush=True)
-
-    name, inference, training = results[SIZES[0]]
-    print(f"net {name.replace(' ', '_')} inference_per_s={inference:.0f} "
-          f"train_per_s={training:.0f}")
+    summary = None
+    print(f"median of {args.repeats} x {args.seconds:g} s, back ends alternating; "
+          f"self-play back end: {DEFAULT_BACKEND}")
+    print(f"{'preset':>8} {'board':>5} {'net':>6} {'MFLOP/pos':>9} {'batch':>5} "
+          + " ".join(f"{name + ' pos/s':>17} {'of peak':>7}" for name in backends)
+          + (f" {'ORT/TF':>6}" if len(backends) == 2 else ""))
+    for item in args.presets.split(","):
+        name, _, board = item.partition("@")
+        config = PRESETS[name]
+        board_size = int(board) if board else config.board_size
+        model = build_model(board_size, config.input_planes, config.blocks, config.filters,
+                            value_hidden=config.value_hidden)
+        randomise_batch_norms(model, rng)
+        flops = net_flops(model)
+        nets = {backend: CompiledNet(model, max(BATCHES), backend=backend) for backend in backends}
+        for batch in BATCHES:
+            planes = (rng.random((batch, board_size, board_size, config.input_planes)) < 0.3
+                      ).astype(np.float32)
+            for net in nets.values():
+                net(planes)
+            rates = {backend: [] for backend in backends}
+            for _ in range(args.repeats):
+                for backend, net in nets.items():
+                    rates[backend].append(positions_per_second(net, planes, args.seconds))
+            medians = {backend: statistics.median(values) for backend, values in rates.items()}
+            row = " ".join(f"{medians[b]:17,.0f} {medians[b] * flops / 1e9 / peak:7.3f}"
+                           for b in backends)
+            if len(backends) == 2:
+                row += f" {medians['onnxruntime'] / medians['tensorflow']:6.2f}"
+            print(f"{item:>8} {board_size:>5} {config.blocks}x{config.filters:<4} "
+                  f"{flops / 1e6:9.2f} {batch:5d} {row}", flush=True)
+            if item == "cpu" and batch == 128:
+                chosen = DEFAULT_BACKEND if DEFAULT_BACKEND in medians else "tensorflow"
+                summary = (medians[chosen], medians[chosen] * flops / 1e9 / peak)
+    print(f"load average {os.getloadavg()[0]:.2f} after the run")
+    if summary:
+        print(f"net cpu b128 positions_per_s={summary[0]:.0f} peak_fraction={summary[1]:.3f}")
 
 
 if __name__ == "__main__":

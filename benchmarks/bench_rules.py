@@ -6,7 +6,12 @@ finished games restart at once. Moves per second over all boards, median of seve
 In the same run the pure-Python reference of tests/ plays the same workload (fewer moves)
 for a ratio. The last line is the 9x9 batch-1024 summary.
 
+`--contended` measures every figure twice, alternately: quiet, and beside one busy process
+pinned to a core (benchmarks/contention.py); the last line then adds the contended rate and
+`contended_ratio=<contended / quiet>` (ideal on 2 cores: 0.5).
+
     .venv/bin/python benchmarks/bench_rules.py [--seconds S] [--repeats R] [--backend cpu]
+                                               [--contended]
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from contention import BusyNeighbour, load_note, quiet_and_contended  # noqa: E402
 from kernels import GoBatch  # noqa: E402
 from reference_rules import ReferenceGo  # noqa: E402
 
@@ -74,22 +80,45 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--contended", action="store_true",
+                        help="also measure beside one busy process pinned to a core")
     args = parser.parse_args()
 
+    neighbour = BusyNeighbour() if args.contended else None
+    print(f"{load_note()} before the run" + (f"; busy neighbour pinned to CPU {neighbour.cpu}"
+                                               if neighbour else ""))
     results = {}
-    for board_size in (9, 19):
-        reference = statistics.median(
-            reference_moves_per_second(board_size, args.seconds / 2, seed) for seed in range(3))
-        for batch in (128, 1024):
-            rates = [engine_moves_per_second(board_size, batch, args.seconds, args.backend)
-                     for _ in range(args.repeats)]
-            rate = statistics.median(rates)
-            results[board_size, batch] = (rate, rate / reference)
-            print(f"{board_size}x{board_size} batch {batch:4d}: {rate:12,.0f} moves/s "
-                  f"(repeats {', '.join(f'{r:,.0f}' for r in rates)}); "
-                  f"reference {reference:,.0f} moves/s; ratio {rate / reference:,.0f}x", flush=True)
-    rate, ratio = results[9, 1024]
-    print(f"rules 9x9 b1024 moves_per_s={rate:.0f} vs_reference={ratio:.0f}x")
+    try:
+        for board_size in (9, 19):
+            reference = statistics.median(
+                reference_moves_per_second(board_size, args.seconds / 2, seed) for seed in range(3))
+            for batch in (128, 1024):
+                def measure():
+                    return engine_moves_per_second(board_size, batch, args.seconds, args.backend)
+                if neighbour:
+                    rates, contended = quiet_and_contended(measure, args.repeats, neighbour)
+                else:
+                    rates, contended = [measure() for _ in range(args.repeats)], []
+                rate = statistics.median(rates)
+                results[board_size, batch] = (rate, rate / reference, contended)
+                print(f"{board_size}x{board_size} batch {batch:4d}: {rate:12,.0f} moves/s "
+                      f"(repeats {', '.join(f'{r:,.0f}' for r in rates)}); "
+                      f"reference {reference:,.0f} moves/s; ratio {rate / reference:,.0f}x",
+                      flush=True)
+                if contended:
+                    print(f"    contended: {statistics.median(contended):12,.0f} moves/s (repeats "
+                          f"{', '.join(f'{r:,.0f}' for r in contended)}); "
+                          f"{statistics.median(contended) / rate:.2f} of quiet", flush=True)
+    finally:
+        if neighbour:
+            neighbour.close()
+    rate, ratio, contended = results[9, 1024]
+    summary = f"rules 9x9 b1024 moves_per_s={rate:.0f} vs_reference={ratio:.0f}x"
+    if contended:
+        contended_rate = statistics.median(contended)
+        summary += (f" contended_moves_per_s={contended_rate:.0f} "
+                    f"contended_ratio={contended_rate / rate:.2f}")
+    print(summary)
 
 
 if __name__ == "__main__":

@@ -55,9 +55,13 @@ def main() -> None:
     selfplay.play(config.num_games)  # warm-up: traces, page faults, games under way
     net_rates, selfplay_rates, position_rates = [], [], []
     for _ in range(args.repeats):
+        moves_before = int(selfplay.driver.go.move_count().sum())
         batch = selfplay.play(args.positions)
         selfplay_rates.append(batch.nn_evaluations / batch.seconds)
-        position_rates.append(batch.positions / batch.seconds)
+        # Positions played inside this window: the finished games' positions, less those their
+        # games had played before it, plus those of the games still under way.
+        played = batch.positions - moves_before + int(selfplay.driver.go.move_count().sum())
+        position_rates.append(played / batch.seconds)
         net_rates.append(raw_inference_rate(net, planes, seconds=max(2.0, batch.seconds / 3)))
     evals, nn_only = statistics.median(selfplay_rates), statistics.median(net_rates)
     print(f"preset {args.preset}: {config.board_size}x{config.board_size}, net {config.blocks}x"

@@ -11,12 +11,19 @@ engine, dummy net; native C versus the Python facades), the pure-Python referenc
 workload for a ratio, and what the search and engine would cost next to a net.
 Last line: ``tree 9x9 b128 sims_per_s=<X> vs_reference=<ratio>x``.
 
+`--contended` then times `--repeats` more runs of `--moves` moves each way, alternately:
+quiet, and beside one busy process pinned to a core (benchmarks/contention.py); sims_per_s is
+then the quiet median and the last line adds ``contended_sims_per_s=<Y> contended_ratio=<Y/X>``
+(ideal on 2 cores: 0.5).
+
     .venv/bin/python benchmarks/bench_tree.py [--batch 128] [--board-size 9] [--simulations 200]
+                                              [--contended] [--repeats 5]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,11 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from games.search import SearchingGames  # noqa: E402
+from contention import BusyNeighbour, quiet_and_contended  # noqa: E402
 from py_util import BatchedMCTS  # noqa: E402
 from reference_mcts import ReferenceMCTS  # noqa: E402
 from training.config import Config  # noqa: E402
 
-# Raw batched inference of the small CPU default net at batch 128 on this machine (measured when this benchmark was written).
+# Raw batched inference of the cpu net at batch 128 (TensorFlow, measured when this was written).
 NET_POSITIONS_PER_S = 38_000
 
 
@@ -118,6 +126,9 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=10, help="timed moves (after one warm-up)")
     parser.add_argument("--reference-moves", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--contended", action="store_true",
+                        help="also time runs beside one busy process pinned to a core")
+    parser.add_argument("--repeats", type=int, default=5, help="runs each way with --contended")
     args = parser.parse_args()
     n, batch, simulations = args.board_size, args.batch, args.simulations
     actions = n * n + 1
@@ -163,7 +174,23 @@ def main() -> None:
           f"from the start: {reference_sims / reference_time:,.0f} simulations/s "
           f"(tree and driver {percent(reference_time - rclocks['engine'] - rclocks['net'], reference_time)}); C on the same moves: "
           f"{c_first_sims / c_first_time:,.0f} simulations/s")
-    print(f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x")
+    summary = f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x"
+    if args.contended:
+        def measure():
+            simulations, seconds = first.run(args.moves)
+            return simulations / seconds
+        with BusyNeighbour() as neighbour:
+            quiet, contended = quiet_and_contended(measure, args.repeats, neighbour)
+        rate, contended_rate = statistics.median(quiet), statistics.median(contended)
+        print(f"quiet: {rate:,.0f} simulations/s (repeats {', '.join(f'{r:,.0f}' for r in quiet)}); "
+              f"beside a busy process pinned to CPU {neighbour.cpu}: {contended_rate:,.0f} "
+              f"(repeats {', '.join(f'{r:,.0f}' for r in contended)})")
+        print(f"parallel regions so far: tree {first.driver.search.thread_stats()}, "
+              f"engine {first.driver.go._target.thread_stats()}")
+        summary = (f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x "
+                   f"contended_sims_per_s={contended_rate:.0f} "
+                   f"contended_ratio={contended_rate / rate:.2f}")
+    print(summary)
 
 
 if __name__ == "__main__":

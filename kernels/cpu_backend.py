@@ -15,9 +15,10 @@ class CpuBackend:
     xp = np
 
     def __init__(self, board_size: int, history: int, superko: bool, max_moves: int,
-                 num_slots: int, num_threads: int = 0):
+                 num_slots: int, num_threads: int = 0, adaptive_threads: bool = True):
         self.board_size = board_size
-        self.rules = _go_cpu.Rules(board_size, history, superko, max_moves, num_threads)
+        self.rules = _go_cpu.Rules(board_size, history, superko, max_moves, num_threads,
+                                   adaptive_threads)
         self.layout = self.rules.layout()
         # pool[s] is slot s: a GoHeader then the arrays described in go_rules.h.
         self.pool = np.zeros((num_slots, self.layout["slot_bytes"]), dtype=np.uint8)
@@ -27,6 +28,10 @@ class CpuBackend:
 
     def asarray(self, array, dtype):
         return np.ascontiguousarray(array, dtype=dtype)
+
+    def thread_stats(self) -> dict:
+        parallel, serial, failed = self.rules.thread_stats()
+        return {"parallel_runs": parallel, "serial_runs": serial, "failed_runs": failed}
 
     def reset(self, slots):
         self.rules.reset(self.pool, slots)

@@ -67,7 +67,8 @@ def _check_positive_int(name: str, value, minimum: int = 1) -> int:
 class GoBatch:
     def __init__(self, batch_size: int, board_size: int, komi: float = 7.5, backend: str = "cpu",
                  *, superko: bool = False, max_moves: int | None = None, history_length: int = 7,
-                 num_slots: int | None = None, seed: int = 0, num_threads: int = 0):
+                 num_slots: int | None = None, seed: int = 0, num_threads: int = 0,
+                 adaptive_threads: bool = True):
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.board_size = coords.check_board_size(board_size)
         self.komi = float(komi)
@@ -85,10 +86,14 @@ class GoBatch:
             from .cuda_backend import CudaBackend  # deferred: it imports CuPy
             self._backend = CudaBackend(*args)
         else:
-            # num_threads: CPU threads per call, 0 = OpenMP's default (all cores). One thread
-            # avoids OpenMP's barrier stalls when other busy processes share the cores.
+
+            # num_threads: CPU threads per call at most, 0 = OpenMP's default (all cores).
+            # adaptive_threads: a kind of call whose thread team stalls (another busy program
+            # holds a core, so a worker is off the CPU for whole scheduler slices) runs on one
+            # thread for a while and then tries the team again (kernels/adaptive_threads.h).
+            # False keeps the team always, the old behaviour.
             self._backend = CpuBackend(*args, num_threads=_check_positive_int(
-                "num_threads", num_threads, minimum=0))
+                "num_threads", num_threads, minimum=0), adaptive_threads=bool(adaptive_threads))
         self.xp = self._backend.xp
         self._batch_slots = self.xp.arange(self.batch_size, dtype=np.int64)
         all_slots = self.xp.arange(self.num_slots, dtype=np.int64)
@@ -303,6 +308,13 @@ class GoBatch:
         if len(slots) != len(state.data):
             raise ValueError(f"restore: {len(state.data)} saved positions for {len(slots)} slots")
         self._backend.pool[slots] = self.xp.asarray(state.data)
+
+    def thread_stats(self) -> dict:
+        """CPU back end: {"parallel_runs", "serial_runs", "failed_runs"} of its parallel regions
+        so far (team runs, one-thread runs while backing off, team runs judged too slow)."""
+        if self.backend_name != "cpu":
+            raise ValueError("thread_stats: only the CPU back end runs OpenMP regions")
+        return self._backend.thread_stats()
 
     def to_numpy(self, array):
         """NumPy view/copy of an array returned by this batch (a no-op on the CPU back end)."""

@@ -13,16 +13,54 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "adaptive_threads.h"
 #include "go_rules.h"
 
 /* Below this many boards a parallel region costs more than it saves. */
 #define PARALLEL_MIN_BOARDS 32
 
+/* Kinds of parallel region, each with its own thread-count record (adaptive_threads.h). */
+typedef enum { OUT_LEGAL, OUT_SENSIBLE, OUT_BOARD, OUT_AREA, OUT_RANDOM_MOVE, OUT_RANDOM_MOVE_OR_PASS } OutputKind;
+enum {
+    REGION_OUTPUT = 0, /* + OutputKind */
+    REGION_RESET = OUT_RANDOM_MOVE_OR_PASS + 1,
+    REGION_CHECK,
+    REGION_PLAY,
+    REGION_COPY_PLAY,
+    REGION_COPY,
+    REGION_RANDOM_FROM_MASK,
+    REGION_FEATURES,
+    REGION_KINDS
+};
+
+/* Whether regions run on a team or on one thread just now: one decision for the whole module,
+ * since contention is the machine's (adaptive_threads.h). */
+static AdaptPolicy policy;
+
 typedef struct {
     PyObject_HEAD
     GoLayout layout;
-    int num_threads; /* OpenMP threads per call; every region states it explicitly */
+    int num_threads; /* OpenMP threads per call at most; every region states it explicitly */
+    int adaptive;    /* fall back to one thread while the team stalls (adaptive_threads.h) */
+    AdaptStats regions[REGION_KINDS];
 } RulesObject;
+
+/* for (i = 0; i < count; i++) body, over boards, on the team or one thread as the region
+ * kind's record decides. Runs without the GIL (inside Py_BEGIN_ALLOW_THREADS). */
+#define FOR_BOARDS(self, kind, count, i, ...)                                                              \
+    do {                                                                                                  \
+        AdaptRegion region_;                                                                              \
+        adapt_begin(&region_, (self)->adaptive ? &policy : NULL, &(self)->regions[kind], (self)->num_threads, \
+                    (count) >= PARALLEL_MIN_BOARDS);                                                      \
+        _Pragma("omp parallel num_threads(region_.threads) if (region_.threads > 1)")                     \
+        {                                                                                                 \
+            const double started_ = adapt_thread_start(&region_);                                         \
+            _Pragma("omp for schedule(static) nowait")                                                   \
+            for (Py_ssize_t i = 0; i < (count); i++) { __VA_ARGS__; }                                     \
+            adapt_thread_end(&region_, started_);                                                         \
+        }                                                                                                 \
+        adapt_end(&region_);                                                                              \
+    } while (0)
 
 typedef struct {
     Py_buffer view;
@@ -112,8 +150,7 @@ static PyObject *rules_reset(RulesObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO", &pool, &slots) || borrow_slots(self, pool, slots, &a) < 0) return NULL;
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < a.count; i++) go_reset(L, SLOT(&a, i));
+    FOR_BOARDS(self, REGION_RESET, a.count, i, go_reset(L, SLOT(&a, i)));
     Py_END_ALLOW_THREADS
     release_slots(&a);
     Py_RETURN_NONE;
@@ -140,9 +177,18 @@ static PyObject *first_illegal(RulesObject *self, SlotArgs *a, const int64_t *mo
     Py_ssize_t first = a->count;
     int first_status = GO_LEGAL;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) reduction(min : first) if (a->count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < a->count; i++)
-        if (go_move_status(L, SLOT(a, i), moves[i]) != GO_LEGAL && i < first) first = i;
+    AdaptRegion region;
+    adapt_begin(&region, self->adaptive ? &policy : NULL, &self->regions[REGION_CHECK], self->num_threads,
+                a->count >= PARALLEL_MIN_BOARDS);
+#pragma omp parallel num_threads(region.threads) if (region.threads > 1) reduction(min : first)
+    {
+        const double started = adapt_thread_start(&region);
+#pragma omp for schedule(static) nowait
+        for (Py_ssize_t i = 0; i < a->count; i++)
+            if (go_move_status(L, SLOT(a, i), moves[i]) != GO_LEGAL && i < first) first = i;
+        adapt_thread_end(&region, started);
+    }
+    adapt_end(&region);
     Py_END_ALLOW_THREADS
     if (first == a->count) Py_RETURN_NONE;
     first_status = go_move_status(L, SLOT(a, first), moves[first]);
@@ -168,8 +214,7 @@ static PyObject *rules_play(RulesObject *self, PyObject *args)
     if (result == Py_None) {
         const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
         Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-        for (Py_ssize_t i = 0; i < a.count; i++) go_play(L, SLOT(&a, i), move[i]);
+        FOR_BOARDS(self, REGION_PLAY, a.count, i, go_play(L, SLOT(&a, i), move[i]));
         Py_END_ALLOW_THREADS
     }
     release(&moves);
@@ -232,12 +277,11 @@ static PyObject *rules_copy_play(RulesObject *self, PyObject *args)
     if (result == Py_None) {
         const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
         Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-        for (Py_ssize_t i = 0; i < src.count; i++) {
+        FOR_BOARDS(self, REGION_COPY_PLAY, src.count, i, {
             uint8_t *to = SLOT(&dst, i);
             go_copy_slot(L, to, SLOT(&src, i));
             go_play(L, to, move[i]);
-        }
+        });
         Py_END_ALLOW_THREADS
     }
 done:
@@ -265,8 +309,7 @@ static PyObject *rules_copy(RulesObject *self, PyObject *args)
     }
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (src.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < src.count; i++) go_copy_slot(L, SLOT(&dst, i), SLOT(&src, i));
+    FOR_BOARDS(self, REGION_COPY, src.count, i, go_copy_slot(L, SLOT(&dst, i), SLOT(&src, i)));
     Py_END_ALLOW_THREADS
     release_slots(&dst);
     release_slots(&src);
@@ -275,8 +318,6 @@ static PyObject *rules_copy(RulesObject *self, PyObject *args)
 
 /* The per-board output methods share one shape: (pool, slots, out) with `per_board` items of
  * `itemsize` bytes per slot. */
-typedef enum { OUT_LEGAL, OUT_SENSIBLE, OUT_BOARD, OUT_AREA, OUT_RANDOM_MOVE, OUT_RANDOM_MOVE_OR_PASS } OutputKind;
-
 static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
 {
     PyObject *pool, *slots, *out_object;
@@ -302,8 +343,7 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
     uint8_t *bytes = (uint8_t *)out.view.buf;
     int64_t *words = (int64_t *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < a.count; i++) {
+    FOR_BOARDS(self, REGION_OUTPUT + kind, a.count, i, {
         uint8_t *base = SLOT(&a, i);
         switch (kind) {
         case OUT_LEGAL: go_legal_mask(L, base, bytes + i * per_board); break;
@@ -313,7 +353,7 @@ static PyObject *fill_output(RulesObject *self, PyObject *args, OutputKind kind)
         case OUT_RANDOM_MOVE: words[i] = go_random_move(L, base, 0); break;
         case OUT_RANDOM_MOVE_OR_PASS: words[i] = go_random_move(L, base, 1); break;
         }
-    }
+    });
     Py_END_ALLOW_THREADS
     release(&out);
     release_slots(&a);
@@ -359,9 +399,8 @@ static PyObject *rules_random_from_mask(RulesObject *self, PyObject *args)
     const uint8_t *mask = (const uint8_t *)legal.view.buf;
     int64_t *moves = (int64_t *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < a.count; i++)
-        moves[i] = go_random_from_mask(L, SLOT(&a, i), mask + i * actions, include_pass);
+    FOR_BOARDS(self, REGION_RANDOM_FROM_MASK, a.count, i,
+               moves[i] = go_random_from_mask(L, SLOT(&a, i), mask + i * actions, include_pass));
     Py_END_ALLOW_THREADS
     release(&out);
     release(&legal);
@@ -389,8 +428,7 @@ static PyObject *rules_features(RulesObject *self, PyObject *args)
     }
     float *planes = (float *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) if (a.count >= PARALLEL_MIN_BOARDS) num_threads(self->num_threads)
-    for (Py_ssize_t i = 0; i < a.count; i++) go_features(L, SLOT(&a, i), history, planes + i * per_board);
+    FOR_BOARDS(self, REGION_FEATURES, a.count, i, go_features(L, SLOT(&a, i), history, planes + i * per_board));
     Py_END_ALLOW_THREADS
     release(&out);
     release_slots(&a);
@@ -445,18 +483,33 @@ static PyObject *rules_layout(RulesObject *self, PyObject *unused)
         offsetof(GoHeader, passes), "over", offsetof(GoHeader, over));
 }
 
+/* thread_stats() -> (parallel_runs, serial_runs, failed_runs) over all region kinds: regions run
+ * by the team, regions run on one thread while backing off, team runs judged too slow. */
+static PyObject *rules_thread_stats(RulesObject *self, PyObject *unused)
+{
+    long long parallel = 0, serial = 0, failed = 0;
+    for (int k = 0; k < REGION_KINDS; k++) {
+        parallel += self->regions[k].parallel_runs;
+        serial += self->regions[k].serial_runs;
+        failed += self->regions[k].failed_runs;
+    }
+    return Py_BuildValue("(LLL)", parallel, serial, failed);
+}
+
 static int rules_init(RulesObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"board_size", "history", "superko", "max_moves", "num_threads", NULL};
-    int n, history, superko, max_moves, num_threads = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iipi|i", keywords, &n, &history, &superko, &max_moves,
-                                     &num_threads))
+    static char *keywords[] = {"board_size", "history", "superko", "max_moves", "num_threads", "adaptive", NULL};
+    int n, history, superko, max_moves, num_threads = 0, adaptive = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iipi|ip", keywords, &n, &history, &superko, &max_moves,
+                                     &num_threads, &adaptive))
         return -1;
     if (num_threads < 0) {
         PyErr_Format(PyExc_ValueError, "num_threads must be >= 0 (0: OpenMP's default), got %d", num_threads);
         return -1;
     }
-    self->num_threads = num_threads > 0 ? num_threads : omp_get_max_threads();
+    self->num_threads = adapt_clamp_threads(num_threads > 0 ? num_threads : omp_get_max_threads());
+    self->adaptive = adaptive;
+    memset(self->regions, 0, sizeof(self->regions));
     if (n < GO_MIN_SIZE || n > GO_MAX_SIZE) {
         PyErr_Format(PyExc_ValueError, "board_size must be in %d..%d, got %d", GO_MIN_SIZE, GO_MAX_SIZE, n);
         return -1;
@@ -475,6 +528,8 @@ static int rules_init(RulesObject *self, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef rules_methods[] = {
     {"layout", (PyCFunction)rules_layout, METH_NOARGS, "Slot size and header field offsets."},
+    {"thread_stats", (PyCFunction)rules_thread_stats, METH_NOARGS,
+     "(parallel_runs, serial_runs, failed_runs) of the parallel regions so far."},
     {"reset", (PyCFunction)rules_reset, METH_VARARGS, "reset(pool, slots)"},
     {"seed", (PyCFunction)rules_seed, METH_VARARGS, "seed(pool, slots, seed)"},
     {"play", (PyCFunction)rules_play, METH_VARARGS, "play(pool, slots, moves) -> None | (index, status)"},
@@ -495,7 +550,8 @@ static PyMethodDef rules_methods[] = {
 };
 
 static PyType_Slot rules_slots[] = {
-    {Py_tp_doc, "Rules(board_size, history, superko, max_moves, num_threads=0): Go rules over a pool of slots."},
+    {Py_tp_doc, "Rules(board_size, history, superko, max_moves, num_threads=0, adaptive=True): Go rules over a "
+                "pool of slots."},
     {Py_tp_init, rules_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_methods, rules_methods},

@@ -41,6 +41,8 @@
 #include <omp.h>
 #endif
 
+#include "../kernels/adaptive_threads.h"
+
 /* Below this many games a parallel region costs more than it saves. */
 #define PARALLEL_MIN_GAMES 16
 #define NO_NODE (-1)
@@ -99,7 +101,9 @@ static const char *const status_names[STATUS_COUNT] = {
 typedef struct {
     PyObject_HEAD
     int32_t batch_size, num_actions, max_nodes, max_edges, reuse_budget;
-    int num_threads; /* OpenMP threads over games; 1 = none (no barriers to wait on) */
+    int num_threads; /* OpenMP threads over games at most; 1 = none (no barriers to wait on) */
+    int adaptive;    /* fall back to one thread while the team stalls (adaptive_threads.h) */
+    AdaptStats regions[3]; /* select, expand_and_backup, advance */
     double c_puct, fpu_reduction, virtual_loss;
     int busy; /* set while a method runs without the GIL: a second thread gets an error */
 
@@ -117,6 +121,29 @@ typedef struct {
     int32_t *leaf_count;  /* [B] leaves found by select per game */
     int32_t *group_start; /* [B + 1] leaves per game in expand_and_backup */
 } TreeObject;
+
+enum { REGION_SELECT, REGION_EXPAND, REGION_ADVANCE };
+
+/* Whether regions run on a team or on one thread just now: one decision for the whole module,
+ * since contention is the machine's (kernels/adaptive_threads.h). */
+static AdaptPolicy policy;
+
+/* for (g = 0; g < batch; g++) body, over games, on the team or one thread as the region kind's
+ * record decides (kernels/adaptive_threads.h). Runs without the GIL. */
+#define FOR_GAMES(self, kind, worth_it, g, ...)                                                           \
+    do {                                                                                                  \
+        AdaptRegion region_;                                                                              \
+        adapt_begin(&region_, (self)->adaptive ? &policy : NULL, &(self)->regions[kind], (self)->num_threads, \
+                    (worth_it));                                                                          \
+        _Pragma("omp parallel num_threads(region_.threads) if (region_.threads > 1)")                     \
+        {                                                                                                 \
+            const double started_ = adapt_thread_start(&region_);                                         \
+            _Pragma("omp for schedule(static) nowait")                                                   \
+            for (Py_ssize_t g = 0; g < (self)->batch_size; g++) { __VA_ARGS__; }                          \
+            adapt_thread_end(&region_, started_);                                                         \
+        }                                                                                                 \
+        adapt_end(&region_);                                                                              \
+    } while (0)
 
 /* Game g's nodes and edge arena, so per-game code reads like single-tree code with local ids. */
 typedef struct {
@@ -622,14 +649,12 @@ static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
             *node = out[3].view.buf;
     Py_ssize_t count = 0, active = 0;
     Py_BEGIN_ALLOW_THREADS
-    const int threads = self->num_threads;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && batch >= PARALLEL_MIN_GAMES)
-    for (Py_ssize_t g = 0; g < batch; g++) {
+    FOR_GAMES(self, REGION_SELECT, batch >= PARALLEL_MIN_GAMES, g, {
         const Py_ssize_t at = g * max_leaves;
         self->leaf_count[g] = selected[g] ? select_game(self, g, max_leaves, simulation_limit, parent + at,
                                                         action + at, node + at)
                                           : 0;
-    }
+    });
     for (Py_ssize_t g = 0; g < batch; g++) {
         const Py_ssize_t at = g * max_leaves;
         for (int32_t i = 0; i < self->leaf_count[g]; i++, count++) {
@@ -706,10 +731,7 @@ static PyObject *tree_expand_and_backup_unguarded(TreeObject *self, PyObject *ar
     for (Py_ssize_t j = 0; j < count; j++) order[start[game[j]]++] = (int32_t)j;
     for (Py_ssize_t g = batch; g > 0; g--) start[g] = start[g - 1];
     start[0] = 0;
-    const int threads = self->num_threads;
-#pragma omp parallel for schedule(static) num_threads(threads) \
-    if (threads > 1 && batch >= PARALLEL_MIN_GAMES && count >= PARALLEL_MIN_GAMES)
-    for (Py_ssize_t g = 0; g < batch; g++) {
+    FOR_GAMES(self, REGION_EXPAND, batch >= PARALLEL_MIN_GAMES && count >= PARALLEL_MIN_GAMES, g, {
         GameView v = game_view(self, g);
         for (int32_t k = start[g]; k < start[g + 1]; k++) {
             const Py_ssize_t j = order[k];
@@ -717,7 +739,7 @@ static PyObject *tree_expand_and_backup_unguarded(TreeObject *self, PyObject *ar
                         is_terminal[j], 1);
             self->pending_leaves[g]--;
         }
-    }
+    });
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -864,11 +886,9 @@ static PyObject *tree_advance_unguarded(TreeObject *self, PyObject *args)
             goto done;
         }
     }
-    const int threads = self->num_threads;
     Py_BEGIN_ALLOW_THREADS
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && batch >= PARALLEL_MIN_GAMES)
-    for (Py_ssize_t g = 0; g < batch; g++)
-        if (selected[g]) advance_game(self, g, (int32_t)action[g]);
+    FOR_GAMES(self, REGION_ADVANCE, batch >= PARALLEL_MIN_GAMES, g,
+              if (selected[g]) advance_game(self, g, (int32_t)action[g]));
     Py_END_ALLOW_THREADS
     result = Py_NewRef(Py_None);
 done:
@@ -1066,12 +1086,13 @@ static int allocate(void *pointer, Py_ssize_t count, size_t itemsize)
 static int tree_init(TreeObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"batch_size",    "num_actions",  "max_nodes",   "max_edges", "reuse_budget",
-                               "c_puct",        "fpu_reduction", "virtual_loss", "num_threads", NULL};
-    int batch, num_actions, max_nodes, max_edges, reuse_budget, num_threads;
+                               "c_puct",        "fpu_reduction", "virtual_loss", "num_threads", "adaptive",
+                               NULL};
+    int batch, num_actions, max_nodes, max_edges, reuse_budget, num_threads, adaptive = 1;
     double c_puct, fpu_reduction, virtual_loss;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiiidddi", keywords, &batch, &num_actions, &max_nodes,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiiidddi|p", keywords, &batch, &num_actions, &max_nodes,
                                      &max_edges, &reuse_budget, &c_puct, &fpu_reduction, &virtual_loss,
-                                     &num_threads))
+                                     &num_threads, &adaptive))
         return -1;
     if (self->nodes != NULL) return fail(PyExc_RuntimeError, "Tree is already initialised");
     if (batch < 1) return fail(PyExc_ValueError, "batch_size must be >= 1, got %d", batch);
@@ -1094,7 +1115,9 @@ static int tree_init(TreeObject *self, PyObject *args, PyObject *kwargs)
 #endif
     self->batch_size = batch;
     self->num_actions = num_actions;
-    self->num_threads = num_threads;
+    self->num_threads = adapt_clamp_threads(num_threads);
+    self->adaptive = adaptive;
+    memset(self->regions, 0, sizeof(self->regions));
     self->max_nodes = max_nodes;
     self->max_edges = max_edges;
     self->reuse_budget = reuse_budget;
@@ -1138,6 +1161,18 @@ static PyObject *tree_memory_bytes(TreeObject *self, void *closure)
 
 static PyObject *tree_num_threads(TreeObject *self, void *closure) { return PyLong_FromLong(self->num_threads); }
 
+/* thread_stats() -> (parallel_runs, serial_runs, failed_runs) over the parallel regions. */
+static PyObject *tree_thread_stats(TreeObject *self, PyObject *unused)
+{
+    long long parallel = 0, serial = 0, failed = 0;
+    for (size_t k = 0; k < sizeof(self->regions) / sizeof(self->regions[0]); k++) {
+        parallel += self->regions[k].parallel_runs;
+        serial += self->regions[k].serial_runs;
+        failed += self->regions[k].failed_runs;
+    }
+    return Py_BuildValue("(LLL)", parallel, serial, failed);
+}
+
 static PyGetSetDef tree_getset[] = {
     {"memory_bytes", (getter)tree_memory_bytes, NULL, "Bytes held by the search buffers.", NULL},
     {"num_threads", (getter)tree_num_threads, NULL, "OpenMP threads used over games.", NULL},
@@ -1146,6 +1181,8 @@ static PyGetSetDef tree_getset[] = {
 
 static PyMethodDef tree_methods[] = {
     {"reset", (PyCFunction)tree_reset, METH_VARARGS, "reset(games bool (B,))"},
+    {"thread_stats", (PyCFunction)tree_thread_stats, METH_NOARGS,
+     "(parallel_runs, serial_runs, failed_runs) of the parallel regions so far."},
     {"select", (PyCFunction)tree_select, METH_VARARGS,
      "select(max_leaves, simulation_limit, games, out_game, out_parent, out_action, out_node) -> (count, active)"},
     {"expand_and_backup", (PyCFunction)tree_expand_and_backup, METH_VARARGS,
@@ -1168,7 +1205,7 @@ static PyMethodDef tree_methods[] = {
 
 static PyType_Slot tree_slots[] = {
     {Py_tp_doc, "Tree(batch_size, num_actions, max_nodes, max_edges, reuse_budget, c_puct, fpu_reduction, "
-                "virtual_loss, num_threads): one search tree per game in preallocated buffers."},
+                "virtual_loss, num_threads, adaptive=True): one search tree per game in preallocated buffers."},
     {Py_tp_init, tree_init},
     {Py_tp_new, PyType_GenericNew},
     {Py_tp_dealloc, tree_dealloc},

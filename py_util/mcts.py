@@ -118,16 +118,20 @@ class BatchedMCTS:
             per game is selected per step (`num_leaves_per_game > 1`).
         edges_per_node: edge arena size per game is `max_nodes * edges_per_node` (default
             num_actions, which never fills up; less saves memory on big boards).
-        num_threads: OpenMP threads over games; 0 = OpenMP's default (all cores, or
+        num_threads: OpenMP threads over games at most; 0 = OpenMP's default (all cores, or
             OMP_NUM_THREADS). 1 avoids parallel regions, whose barriers stall for a whole
             scheduler slice when another process holds a core.
+        adaptive_threads: a kind of parallel call whose team stalls (another busy program
+            holds a core) runs on one thread for a while, then tries the team again
+            (kernels/adaptive_threads.h); False keeps the team always.
         seed: seeds the NumPy generator used for root noise and temperature sampling.
     """
 
     def __init__(self, batch_size: int, num_actions: int, num_simulations: int, *,
                  reuse_budget: int | None = None, c_puct: float = 1.25,
                  fpu_reduction: float = 0.25, virtual_loss: float = 1.0,
-                 edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0):
+                 edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0,
+                 adaptive_threads: bool = True):
         batch_size = _positive_int(batch_size, "batch_size")
         num_actions = _positive_int(num_actions, "num_actions")
         if num_actions > _mcts.MAX_ACTIONS:
@@ -156,7 +160,7 @@ class BatchedMCTS:
         self.virtual_loss = float(virtual_loss)
         self._tree = _mcts.Tree(batch_size, num_actions, self.max_nodes, self.max_edges,
                                 reuse_budget, self.c_puct, self.fpu_reduction, self.virtual_loss,
-                                num_threads)
+                                num_threads, bool(adaptive_threads))
         self.num_threads = self._tree.num_threads
         self._rng = np.random.default_rng(seed)
         self._all_games = np.ones(batch_size, dtype=np.bool_)
@@ -235,6 +239,12 @@ class BatchedMCTS:
                 evaluated += len(leaves.game)
             if not active:
                 return evaluated
+
+    def thread_stats(self) -> dict:
+        """{"parallel_runs", "serial_runs", "failed_runs"} of the parallel regions so far (team
+        runs, one-thread runs while backing off, team runs judged too slow)."""
+        parallel, serial, failed = self._tree.thread_stats()
+        return {"parallel_runs": parallel, "serial_runs": serial, "failed_runs": failed}
 
     def done(self, games=None, simulation_limit: int | None = None) -> bool:
         """True when no chosen game can run another simulation this move (budget reached,

@@ -1,0 +1,113 @@
+"""The policy-value net as an ONNX graph, built directly from the Keras model's weights.
+
+`onnx_model(model)` writes the inference pass of a `resnet.build_model` net as ONNX operators:
+NHWC planes in (the layout `GoBatch.features()` builds), one transpose to NCHW, every
+convolution followed by its own BatchNormalization node (inference mode, moving statistics),
+the residual adds and ReLUs, the heads flattened in Keras' NHWC order, the policy softmax and
+the value tanh. Outputs: `policy` float32 (B, N*N+1) probabilities over all moves, pass last,
+and `value` float32 (B,), exactly what `CompiledNet` returns. The batch dimension is symbolic.
+
+The initializers are the model's own variables, unchanged: `keras_weights(onnx_model(m))`
+gives back `m.get_weights()` bit for bit (tests/test_onnx.py). Folding the batch norms into
+the convolutions is left to ONNX Runtime's graph optimiser (Conv+BatchNormalization fusion),
+so no float rounding happens on the way out. tf2onnx is not needed (nor installable next to
+TF 2.21's protobuf without risk); the graph is twenty lines of `onnx.helper`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from architectures.resnet import is_built_by_build_model
+
+OPSET = 17
+
+
+def _layers(model) -> dict:
+    if not is_built_by_build_model(model):
+        raise ValueError("onnx_model needs a model from architectures.resnet.build_model")
+    return {layer.name: layer for layer in model.layers}
+
+
+def onnx_model(model):
+    """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    layer = _layers(model)
+    n, _, channels = tuple(model.input_shape[1:])
+    nodes, initializers = [], []
+    counter = iter(range(1 << 30))
+
+    def constant(name: str, array) -> str:
+        initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(op: str, inputs: list[str], **attributes) -> str:
+        output = f"{op.lower()}_{next(counter)}"
+        nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        return output
+
+    def conv_bn(x: str, conv_name: str, bn_name: str, residual: str | None = None) -> str:
+        kernel = layer[conv_name].kernel.numpy()                  # HWIO
+        size = kernel.shape[0]
+        weights = constant(f"{conv_name}.kernel", kernel.transpose(3, 2, 0, 1))  # OIHW
+        y = node("Conv", [x, weights], kernel_shape=[size, size], pads=[size // 2] * 4)
+        bn = layer[bn_name]
+        y = node("BatchNormalization",
+                 [y] + [constant(f"{bn_name}.{field}", getattr(bn, field).numpy())
+                        for field in ("gamma", "beta", "moving_mean", "moving_variance")],
+                 epsilon=float(bn.epsilon))
+        if residual is not None:
+            y = node("Add", [y, residual])
+        return node("Relu", [y])
+
+    def flatten_nhwc(x: str) -> str:
+        return node("Reshape", [node("Transpose", [x], perm=[0, 2, 3, 1]),
+                                constant(f"shape_{next(counter)}", np.array([0, -1], np.int64))])
+
+    def dense(x: str, name: str) -> str:
+        return node("Gemm", [x, constant(f"{name}.kernel", layer[name].kernel.numpy()),
+                             constant(f"{name}.bias", layer[name].bias.numpy())])
+
+    x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
+    x = conv_bn(x, "stem_conv", "stem_bn")
+    block = 0
+    while f"block{block}_conv1" in layer:
+        y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
+        x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
+        block += 1
+    policy = dense(flatten_nhwc(conv_bn(x, "policy_conv", "policy_bn")), "policy_logits")
+    nodes.append(helper.make_node("Softmax", [policy], ["policy"], axis=-1))
+    value = node("Relu", [dense(flatten_nhwc(conv_bn(x, "value_conv", "value_bn")), "value_hidden")])
+    value = node("Tanh", [dense(value, "value")])
+    nodes.append(helper.make_node("Reshape", [value, constant("value_shape", np.array([-1], np.int64))],
+                                  ["value"]))
+
+    graph = helper.make_graph(
+        nodes, model.name,
+        [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, channels])],
+        [helper.make_tensor_value_info("policy", TensorProto.FLOAT, ["batch", n * n + 1]),
+         helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])],
+        initializers)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="batched-go-zero")
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def keras_weights(proto, model) -> list[np.ndarray]:
+    """The Keras weights (`model.get_weights()` order) read back from an `onnx_model` graph."""
+    from onnx import numpy_helper
+
+    stored = {tensor.name: numpy_helper.to_array(tensor) for tensor in proto.graph.initializer}
+    field = {"kernel": "kernel", "bias": "bias", "gamma": "gamma", "beta": "beta",
+             "moving_mean": "moving_mean", "moving_variance": "moving_variance"}
+    weights = []
+    for variable in model.weights:
+        # Keras 3 paths read "layer_name/variable_name".
+        layer_name, variable_name = variable.path.split("/")[-2:]
+        array = stored[f"{layer_name}.{field[variable_name]}"]
+        if variable_name == "kernel" and array.ndim == 4:
+            array = array.transpose(2, 3, 1, 0)                   # OIHW back to HWIO
+        weights.append(array)
+    return weights

@@ -1,0 +1,110 @@
+"""architectures/: the ONNX Runtime inference back end against TensorFlow's."""
+import keras
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from architectures import CompiledNet, Trainer, build_model  # noqa: E402
+from architectures.inference import weights_changed  # noqa: E402
+from architectures.onnx_export import keras_weights, onnx_model  # noqa: E402
+
+BOARD, PLANES = 5, 6
+ACTIONS = BOARD * BOARD + 1
+
+
+def model_with_statistics(seed=0, blocks=2, filters=8, board_size=BOARD):
+    """A net whose batch norms are not the identity (fresh ones are)."""
+    keras.utils.set_random_seed(seed)
+    model = build_model(board_size, PLANES, blocks=blocks, filters=filters, value_hidden=16)
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.BatchNormalization):
+            width = layer.gamma.shape[0]
+            layer.gamma.assign(rng.uniform(0.5, 1.5, width).astype(np.float32))
+            layer.beta.assign(rng.normal(0, 0.3, width).astype(np.float32))
+            layer.moving_mean.assign(rng.normal(0, 0.5, width).astype(np.float32))
+            layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
+    return model
+
+
+def planes(rows, seed=0, board_size=BOARD):
+    rng = np.random.default_rng(seed)
+    return (rng.random((rows, board_size, board_size, PLANES)) < 0.3).astype(np.float32)
+
+
+@pytest.mark.parametrize("blocks", [0, 1, 3])
+def test_weights_round_trip_exactly(blocks):
+    model = model_with_statistics(seed=blocks, blocks=blocks)
+    proto = onnx_model(model)
+    onnx.checker.check_model(proto)
+    back = keras_weights(proto, model)
+    original = model.get_weights()
+    assert len(back) == len(original)
+    for a, b in zip(back, original):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    # Loaded into a fresh net of the same shape, they give TensorFlow's outputs bit for bit.
+    fresh = build_model(BOARD, PLANES, blocks=blocks, filters=8, value_hidden=16)
+    fresh.set_weights(back)
+    probe = planes(7, seed=blocks)
+    for a, b in zip(CompiledNet(model, 8, backend="tensorflow")(probe),
+                    CompiledNet(fresh, 8, backend="tensorflow")(probe)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("board_size", [5, 9])
+def test_onnxruntime_matches_tensorflow(board_size):
+    model = model_with_statistics(seed=board_size, board_size=board_size, filters=16)
+    tf_net = CompiledNet(model, 16, backend="tensorflow")
+    ort_net = CompiledNet(model, 16, backend="onnxruntime")
+    assert ort_net.backend == "onnxruntime" and ort_net.tracing_count == 1
+    probe = planes(40, seed=1, board_size=board_size)
+    for rows in (0, 1, 5, 16, 17, 40):      # empty, partial, full and chunked batches
+        expected, got = tf_net(probe[:rows]), ort_net(probe[:rows])
+        assert got[0].shape == (rows, board_size ** 2 + 1) and got[1].shape == (rows,)
+        assert got[0].dtype == np.float32 and got[1].dtype == np.float32
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-4, atol=1e-6)
+
+
+def test_onnxruntime_follows_training_and_loaded_state():
+    model = model_with_statistics(seed=3, blocks=1)
+    net = CompiledNet(model, 8, backend="onnxruntime")
+    trainer = Trainer(model, batch_size=8, learning_rates=[(0, 0.1)])
+    rng = np.random.default_rng(4)
+    batch = (planes(8, seed=4), rng.dirichlet(np.full(ACTIONS, 0.3), 8).astype(np.float32),
+             rng.choice([-1.0, 1.0], 8).astype(np.float32))
+    before = net(batch[0])
+    for _ in range(3):
+        trainer.train_step(*batch)
+    after = net(batch[0])
+    assert not np.allclose(before[0], after[0])
+    reference = CompiledNet(model, 8, backend="tensorflow")(batch[0])
+    np.testing.assert_allclose(after[0], reference[0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(after[1], reference[1], rtol=1e-4, atol=1e-6)
+
+    other = Trainer(model_with_statistics(seed=5, blocks=1), batch_size=8)
+    other_net = CompiledNet(other.model, 8, backend="onnxruntime")
+    other_net(batch[0])
+    other.load_state_dict(trainer.state_dict())
+    for a, b in zip(other_net(batch[0]), net(batch[0])):
+        np.testing.assert_array_equal(a, b)
+
+    # Variables assigned by hand: the owner says so, or refreshes the net.
+    kernel = model.get_layer("value").kernel
+    kernel.assign(kernel.numpy() * -1)
+    weights_changed(model)
+    expected = CompiledNet(model, 8, backend="tensorflow")(batch[0])[1]
+    assert not np.allclose(expected, after[1])
+    np.testing.assert_allclose(net(batch[0])[1], expected, rtol=1e-4, atol=1e-6)
+
+
+def test_backend_choice_is_checked():
+    model = model_with_statistics()
+    with pytest.raises(ValueError, match="backend"):
+        CompiledNet(model, 4, backend="torch")
+    with pytest.raises(ValueError, match="fold_batch_norm"):
+        CompiledNet(model, 4, fold_batch_norm=False, backend="onnxruntime")
+    assert CompiledNet(model, 4, fold_batch_norm=False).backend == "tensorflow"
