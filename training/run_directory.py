@@ -8,6 +8,7 @@
         metrics.jsonl          one JSON object per completed iteration
         sgf/iter_000012_game_0.sgf    sample games
         tensorboard/           TensorBoard event files
+        trainer.lock           the PID of the trainer that owns the run (see RunDirectory.lock)
 
 Every file is written to a temporary name and moved into place with os.replace, so a kill
 at any moment leaves either the old file or the new one. An iteration is complete when its
@@ -16,6 +17,8 @@ iterations are removed, so nothing is lost or counted twice.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import io
 import json
 import os
@@ -44,13 +47,19 @@ def resolve_run_path(run: str | os.PathLike) -> Path:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary name and move it into place; on any failure (a full or read-only
+    disk) the temporary is removed and the old file, if any, is left as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -73,6 +82,24 @@ class CheckpointError(Exception):
     pass
 
 
+class RunLocked(Exception):
+    """Another trainer owns the run directory; the message names its PID."""
+
+
+# Errors of the file system that a restart cannot cure: the user must free space, fix
+# permissions or name another --run.
+STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM,
+                  errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.ENAMETOOLONG, errno.EFBIG}
+
+
+def storage_fault(error: BaseException) -> str | None:
+    """One line describing a file-system fault a restart cannot fix, or None for others."""
+    if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS:
+        where = f" {error.filename}" if error.filename else ""
+        return f"cannot write{where}: {error.strerror or error}"
+    return None
+
+
 class RunDirectory:
     def __init__(self, path: Path, log=print):
         self.path = Path(path)
@@ -83,6 +110,40 @@ class RunDirectory:
         self.tensorboard = self.path / "tensorboard"
         self.metrics_path = self.path / "metrics.jsonl"
         self.config_path = self.path / "config.json"
+        self.lock_path = self.path / "trainer.lock"
+        self._lock_handle = None
+
+    # Ownership.
+
+    def lock(self) -> None:
+        """Make this process the run's one trainer, or raise RunLocked naming the holder.
+
+        An flock on trainer.lock, held open for the process's life: the kernel releases it
+        when the process dies however it dies, so a killed run never leaves a stale lock and
+        nothing needs cleaning up. The holder's PID is written in the file for the message.
+        Readers (GUI, GTP, evaluate, the notebook) never take it and are never blocked."""
+        if self.path.exists() and not self.path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.path))
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_path, "a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise RunLocked(f"{self.path} is in use by another trainer (PID {holder}); "
+                            f"stop it first, or pick another --run") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock_handle = handle
+
+    def unlock(self) -> None:
+        if self._lock_handle is not None:
+            self._lock_handle.close()   # closing the descriptor releases the flock
+            self._lock_handle = None
 
     # Config and revision.
 
@@ -172,11 +233,22 @@ class RunDirectory:
     # Metrics.
 
     def append_metrics(self, record: dict) -> None:
-        line = json.dumps(record, sort_keys=True) + "\n"
-        with open(self.metrics_path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Append one line; if the write fails (a full disk), cut the file back to where it
+        was, so no torn line is left behind."""
+        line = (json.dumps(record, sort_keys=True) + "\n").encode()
+        descriptor = os.open(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(descriptor).st_size
+            try:
+                written = 0
+                while written < len(line):
+                    written += os.write(descriptor, line[written:])
+                os.fsync(descriptor)
+            except OSError:
+                os.ftruncate(descriptor, size)
+                raise
+        finally:
+            os.close(descriptor)
 
     def read_metrics(self) -> list[dict]:
         if not self.metrics_path.exists():
