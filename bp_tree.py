@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+import zipfile
 
 import colorama
 import numpy as np
@@ -71,7 +72,7 @@ class TrainingLoop:
 
     def _resume(self) -> None:
         try:
-            loaded = self.run.load_latest_checkpoint()
+            loaded = self.run.load_latest_checkpoint(accept=self.trainer.load_state_dict)
         except CheckpointError as error:
             log(f"bp_tree: {error}; move the damaged run away or pick another --run")
             raise SystemExit(EXIT_DAMAGED) from None
@@ -79,18 +80,12 @@ class TrainingLoop:
             self.run.discard_after(0)
             log(f"starting a new run in {self.run.path}")
             return
-        state, counters = loaded
-        try:
-            self.trainer.load_state_dict(state)
-        except ValueError as error:
-            log(f"bp_tree: the checkpoint does not fit this config's net ({error}); "
-                f"use the run's own config.json settings or another --run")
-            raise SystemExit(EXIT_REFUSED) from None
+        _, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         iteration = self.counters["iteration"]
         self.run.discard_after(iteration)
         chunks = [self.run.chunk_path(i) for i in self.run.chunk_iterations() if i <= iteration]
-        loaded_positions = self.buffer.load_chunks(chunks)
+        loaded_positions = self.buffer.load_chunks(chunks, log=log)
         log(f"resumed {self.run.path} after iteration {iteration}: {self.counters['games']} games, "
             f"{self.counters['train_steps']} train steps, {len(self.buffer)} buffered positions "
             f"(read {loaded_positions})")
@@ -127,7 +122,7 @@ class TrainingLoop:
             "train_steps": self.counters["train_steps"],
             "games": self.counters["games"],
             "positions": self.counters["positions"],
-            "selfplay_positions_per_s": round(batch.positions / batch.seconds, 2),
+            "selfplay_positions_per_s": round(batch.positions_played / batch.seconds, 2),
             "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
             "win_rate_random": evaluation.win_rate,
             "random_games": evaluation.games,
@@ -235,8 +230,8 @@ class TrainingLoop:
             try:
                 with np.load(path) as chunk:
                     kept += len(chunk["value"])
-            except (OSError, ValueError):
-                continue
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue   # a damaged chunk: resume skips it too
 
 
 def summary_line(record: dict) -> str:
@@ -266,7 +261,7 @@ def main(argv=None) -> int:
     try:
         run.lock()
         try:
-            config = run.prepare(config)
+            config = run.prepare(config, Config.explicit_overrides(args))
         except ValueError as error:
             log(f"bp_tree: {error}")
             return EXIT_REFUSED

@@ -270,7 +270,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_iteration(
     # Resuming without playing on shows what the fallback removed.
     code, _, err = run_main(run, "--iterations", "2")
     assert code == 0, err
-    assert "ckpt_000003.npz is unreadable" in err and "falling back" in err
+    assert "ckpt_000003.npz is damaged" in err and "falling back" in err
     assert "after iteration 2" in err
     assert "discarding replay chunk of incomplete iteration 3" in err
     assert chunk_iterations(run) == [1, 2]
@@ -287,6 +287,99 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_iteration(
     assert counters_3["positions"] - counters_2["positions"] == len(read_chunk(run, 3)["value"])
     assert counters_3["train_steps"] > counters_2["train_steps"]
     assert records[2]["games"] > counters_2["games"]
+
+
+def rewrite_checkpoint(path: Path, change) -> None:
+    with np.load(path) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    change(arrays)
+    np.savez(path, **arrays)
+
+
+def bad_counters(arrays):
+    arrays[COUNTERS_KEY] = np.frombuffer(b'{"iteration": 3, "games": ', dtype=np.uint8)
+
+
+def counters_not_numbers(arrays):
+    arrays[COUNTERS_KEY] = np.frombuffer(b'{"iteration": 3, "games": "x", "positions": 1, '
+                                         b'"train_steps": 1}', dtype=np.uint8)
+
+
+def wrong_shaped_weights(arrays):
+    name = next(n for n in sorted(arrays) if n.startswith("model.") and arrays[n].ndim == 4)
+    arrays[name] = arrays[name][..., :-1]
+
+
+def nan_weights(arrays):
+    name = next(n for n in sorted(arrays) if n.startswith("model.") and arrays[n].ndim == 4)
+    arrays[name] = arrays[name].copy()
+    arrays[name].flat[0] = np.nan
+
+
+@pytest.mark.parametrize("damage", [bad_counters, counters_not_numbers, wrong_shaped_weights,
+                                    nan_weights])
+def test_a_damaged_checkpoint_of_any_kind_falls_back_in_the_trainer_and_the_readers(
+        three_iterations, tmp_path, damage):
+    from training.nets import open_net
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    rewrite_checkpoint(run / "checkpoints" / "ckpt_000003.npz", damage)
+
+    messages = []
+    opened = open_net(run, log=messages.append)
+    assert opened.iteration == 2
+    assert any("ckpt_000003.npz is damaged" in message for message in messages)
+    assert np.isfinite(opened.net(np.zeros((1, 5, 5, TINY.input_planes), np.float32))[1]).all()
+
+    code, _, err = run_main(run, "--iterations", "2")
+    assert code == 0, err
+    assert "ckpt_000003.npz is damaged" in err and "after iteration 2" in err
+
+
+def empty_chunk(path):
+    path.write_bytes(b"")
+
+
+def junk_chunk(path):
+    path.write_bytes(os.urandom(300))
+
+
+def chunk_missing_policy(path):
+    with np.load(path) as archive:
+        np.savez(path, planes=archive["planes"], value=archive["value"])
+
+
+def chunk_with_wrong_shape(path):
+    with np.load(path) as archive:
+        np.savez(path, planes=archive["planes"][:, :4], policy=archive["policy"],
+                 value=archive["value"])
+
+
+@pytest.mark.parametrize("damage", [empty_chunk, junk_chunk, chunk_missing_policy,
+                                    chunk_with_wrong_shape])
+def test_a_damaged_replay_chunk_is_skipped_and_the_run_resumes(three_iterations, tmp_path, damage):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    sizes = {i: len(read_chunk(run, i)["value"]) for i in (1, 2, 3)}
+    damage(run / "replay" / "chunk_000002.npz")
+    code, _, err = run_main(run, "--iterations", "4")
+    assert code == 0, err
+    assert "replay chunk chunk_000002.npz is damaged" in err and "skipping it" in err
+    assert f"{sizes[1] + sizes[3]} buffered positions" in err
+    assert checkpoint_iterations(run)[-1] == 4
+
+
+def test_a_damaged_metrics_line_is_set_aside_with_a_message(three_iterations, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    lines = metrics_lines(run)
+    damaged = '{"iteration": 2, "games": 1\x00\x00 garbled\n'
+    (run / "metrics.jsonl").write_text(lines[0] + damaged + lines[2])
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    assert "1 damaged line(s) of metrics.jsonl moved to metrics.jsonl.damaged" in err
+    assert (run / "metrics.jsonl.damaged").read_text() == damaged
+    assert metrics_lines(run) == [lines[0], lines[2]]
 
 
 def test_no_readable_checkpoint_stops_with_a_message_and_deletes_nothing(three_iterations, tmp_path):
