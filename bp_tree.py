@@ -4,6 +4,17 @@
 
 Run again with the same --run to resume exactly where the last complete iteration left off
 (see training/run_directory.py for what "complete" means and what is written where).
+
+Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
+    0    the requested iterations are done
+    2    refused: bad arguments or config, or a run of another board size or net shape
+    3    the run directory is owned by another trainer (the message names its PID)
+    4    a file-system fault: --run names a file, or the disk is read-only or full
+    5    damaged data that cannot be skipped (no readable checkpoint)
+    130  interrupted (Ctrl-C)
+
+    python bp_tree.py --progress [ARGS]   prints the newest checkpoint's iteration of the
+                                          run ARGS name (0 if none), for run.sh
 """
 from __future__ import annotations
 
@@ -11,6 +22,7 @@ import math
 import os
 import sys
 import time
+import zipfile
 
 import colorama
 import numpy as np
@@ -25,8 +37,10 @@ from games.sgf_records import game_to_sgf, result_text
 from training.config import Config
 from training.nets import build_trainer, open_net
 from training.replay_buffer import ReplayBuffer, chunk_arrays
-from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz,
-                                    atomic_write_bytes, resolve_run_path)
+from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
+                                    atomic_write_bytes, resolve_run_path, storage_fault)
+
+EXIT_REFUSED, EXIT_LOCKED, EXIT_STORAGE, EXIT_DAMAGED = 2, 3, 4, 5
 
 
 def log(message: str) -> None:
@@ -58,27 +72,20 @@ class TrainingLoop:
 
     def _resume(self) -> None:
         try:
-            loaded = self.run.load_latest_checkpoint()
+            loaded = self.run.load_latest_checkpoint(accept=self.trainer.load_state_dict)
         except CheckpointError as error:
-            # Exit code 2, a refusal: run.sh restarts the loop after any other failure.
             log(f"bp_tree: {error}; move the damaged run away or pick another --run")
-            raise SystemExit(2) from None
+            raise SystemExit(EXIT_DAMAGED) from None
         if loaded is None:
             self.run.discard_after(0)
             log(f"starting a new run in {self.run.path}")
             return
-        state, counters = loaded
-        try:
-            self.trainer.load_state_dict(state)
-        except ValueError as error:
-            log(f"bp_tree: the checkpoint does not fit this config's net ({error}); "
-                f"use the run's own config.json settings or another --run")
-            raise SystemExit(2) from None
+        _, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         iteration = self.counters["iteration"]
         self.run.discard_after(iteration)
         chunks = [self.run.chunk_path(i) for i in self.run.chunk_iterations() if i <= iteration]
-        loaded_positions = self.buffer.load_chunks(chunks)
+        loaded_positions = self.buffer.load_chunks(chunks, log=log)
         log(f"resumed {self.run.path} after iteration {iteration}: {self.counters['games']} games, "
             f"{self.counters['train_steps']} train steps, {len(self.buffer)} buffered positions "
             f"(read {loaded_positions})")
@@ -115,7 +122,7 @@ class TrainingLoop:
             "train_steps": self.counters["train_steps"],
             "games": self.counters["games"],
             "positions": self.counters["positions"],
-            "selfplay_positions_per_s": round(batch.positions / batch.seconds, 2),
+            "selfplay_positions_per_s": round(batch.positions_played / batch.seconds, 2),
             "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
             "win_rate_random": evaluation.win_rate,
             "random_games": evaluation.games,
@@ -223,8 +230,8 @@ class TrainingLoop:
             try:
                 with np.load(path) as chunk:
                     kept += len(chunk["value"])
-            except (OSError, ValueError):
-                continue
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+                continue   # a damaged chunk: resume skips it too
 
 
 def summary_line(record: dict) -> str:
@@ -243,21 +250,41 @@ def summary_line(record: dict) -> str:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--progress"]:
+        _, args = Config.from_args(argv[1:])
+        iterations = RunDirectory(resolve_run_path(args.run)).checkpoint_iterations()
+        print(iterations[-1] if iterations else 0)
+        return 0
     config, args = Config.from_args(argv)
     run = RunDirectory(resolve_run_path(args.run), log=log)
     try:
-        config = run.prepare(config)
-    except ValueError as error:
+        run.lock()
+        try:
+            config = run.prepare(config, Config.explicit_overrides(args))
+        except ValueError as error:
+            log(f"bp_tree: {error}")
+            return EXIT_REFUSED
+        colorama.just_fix_windows_console()
+        loop = TrainingLoop(config, run)
+        log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
+            f"{config.simulations} simulations, {config.num_games} games at once")
+        while not config.iterations or loop.counters["iteration"] < config.iterations:
+            record = loop.iterate()
+            print(summary_line(record), flush=True)
+        return 0
+    except RunLocked as error:
         log(f"bp_tree: {error}")
-        return 2
-    colorama.just_fix_windows_console()
-    loop = TrainingLoop(config, run)
-    log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
-        f"{config.simulations} simulations, {config.num_games} games at once")
-    while not config.iterations or loop.counters["iteration"] < config.iterations:
-        record = loop.iterate()
-        print(summary_line(record), flush=True)
-    return 0
+        return EXIT_LOCKED
+    except OSError as error:
+        line = storage_fault(error)
+        if line is None:
+            raise
+        log(f"bp_tree: {line} (free space, fix permissions or pick another --run; what was "
+            f"written before is intact)")
+        return EXIT_STORAGE
+    finally:
+        run.unlock()
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ class SelfPlayBatch:
     value: np.ndarray
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
+    # Moves made during this call, in every game in flight: the games handed over may have
+    # begun in an earlier call, so `positions` overstates the call's own work.
+    positions_played: int = 0
     nn_evaluations: int = 0
     false_resignations: int = 0
     playthrough_resignations: int = 0
@@ -75,9 +78,10 @@ class SelfPlay:
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
         planes, policy, value, finished = [], [], [], []
-        collected = false_resigns = playthrough_resigns = 0
+        collected = false_resigns = playthrough_resigns = played = 0
         while collected < num_positions:
             done = self._step()
+            played += self.config.num_games   # every game made one move (or resigned)
             for game in np.flatnonzero(done):
                 record, positions = self._harvest(game)
                 finished.append(record)
@@ -96,7 +100,7 @@ class SelfPlay:
             planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.input_planes), np.uint8),
             policy=np.concatenate(policy) if policy else np.zeros((0, self.config.num_actions), np.float32),
             value=np.concatenate(value) if value else np.zeros(0, np.float32),
-            games=finished, seconds=time.perf_counter() - start,
+            games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
             false_resignations=false_resigns, playthrough_resignations=playthrough_resigns)
 

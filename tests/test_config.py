@@ -74,6 +74,8 @@ def test_every_field_has_a_flag():
             text, wanted = str(not default).lower(), not default
         else:
             wanted = default + 1 if isinstance(default, int) else default + 0.5
+            if field.name == "momentum":   # must stay below 1
+                wanted = default - 0.5
             text = str(wanted)
         config = parse(f"--{field.name}", text)
         assert getattr(config, field.name) == wanted, field.name
@@ -180,3 +182,55 @@ def test_run_path_is_used_as_given(tmp_path, monkeypatch):
 def test_home_relative_run_path_is_expanded(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert resolve_run_path("~/runs/x") == tmp_path.resolve() / "runs" / "x"
+
+
+# Every field is checked where it is parsed, with its allowed range in the message.
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("komi", "nan", "komi must be a finite number"),
+    ("komi", "inf", "komi must be a finite number"),
+    ("dirichlet_alpha", "0", "dirichlet_alpha must be in [0.001, 100]"),
+    ("max_moves", "-5", "max_moves must be in [0, 196]"),
+    ("replay_window", "10000000000", "replay_window must be in [256, "),
+    ("eval_simulations", "0", "eval_simulations must be in [1, 100000]"),
+    ("c_puct", "-1", "c_puct must be in"),
+    ("seed", "-1", "seed must be in [0, 4294967295]"),
+    ("min_replay", "70000", "min_replay must be in [0, 60000]"),
+    ("learning_rates", "0:nan", "learning_rates"),
+])
+def test_out_of_range_values_are_refused_where_parsed(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as exit_info:
+        Config.from_args([f"--{flag}", value])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_config_json_values_of_the_wrong_type_are_refused():
+    data = json.loads(Config().to_json())
+    data["simulations"] = "many"
+    with pytest.raises(ValueError, match="simulations must be a int"):
+        Config.from_json(json.dumps(data))
+
+
+# Resuming: config.json is the base, the command line's flags override it.
+
+def test_resume_uses_the_edited_config_json_and_the_flags_override_it(tmp_path):
+    from training.run_directory import RunDirectory
+    messages = []
+    run = RunDirectory(tmp_path / "run", log=messages.append)
+    first, args = Config.from_args(["--preset", "tiny"])
+    run.prepare(first, Config.explicit_overrides(args))
+    edited = json.loads(run.config_path.read_text())
+    edited["c_puct"] = 2.5
+    edited["simulations"] = 7
+    run.config_path.write_text(json.dumps(edited))
+
+    command, args = Config.from_args(["--preset", "tiny", "--simulations", "9"])
+    resumed = run.prepare(command, Config.explicit_overrides(args))
+    assert resumed == dataclasses.replace(PRESETS["tiny"], c_puct=2.5, simulations=9)
+    assert json.loads(run.config_path.read_text())["c_puct"] == 2.5
+    assert "simulations 7 -> 9" in messages[-1]
+
+    command, args = Config.from_args(["--filters", "16"])
+    with pytest.raises(ValueError, match="filters: run has 8, command asks 16"):
+        run.prepare(command, Config.explicit_overrides(args))

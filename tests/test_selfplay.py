@@ -70,3 +70,16 @@ def test_hopeless_games_resign_and_playthrough_games_count_false_resignations():
     black_wins = sum(game.result > 0 for game in batch.games)
     # Black always "wanted" to resign first; each black win is a false resignation.
     assert batch.false_resignations == black_wins
+
+
+def test_positions_played_counts_the_moves_of_the_call_only():
+    """Over several calls, the moves counted equal every position handed over plus those of
+    the games still in flight (their move counts), whatever call they were made in; a call
+    that hands over a game begun earlier counts only its own moves."""
+    config = tiny(num_games=4, simulations=2, max_moves=60, sensible_moves_only=False)
+    selfplay = SelfPlay(config, constant_evaluator(0.0, config.num_actions), seed=5)
+    batches = [selfplay.play(need) for need in (1, 1, 1, 40)]
+    in_flight = int(selfplay.driver.go.move_count(list(range(config.num_games))).sum())
+    assert sum(b.positions_played for b in batches) == sum(b.positions for b in batches) + in_flight
+    # A call that handed over games begun in earlier calls made fewer moves than it handed over.
+    assert any(b.positions > b.positions_played for b in batches)

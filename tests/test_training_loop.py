@@ -7,6 +7,7 @@ Quick cases call `bp_tree.main` in this process (TensorFlow is imported once); t
 runs `bp_tree.py` as a subprocess, the way `run.sh` does.
 """
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -83,10 +84,11 @@ def metrics(run: Path) -> list[dict]:
 
 
 def snapshot(directory: Path) -> dict:
-    """Content hash and modification time of every file below `directory`."""
+    """Content hash and modification time of every file below `directory`, but the lock
+    (it names the PID of the last trainer that started there)."""
     return {str(path.relative_to(directory)): (hashlib.sha256(path.read_bytes()).hexdigest(),
                                                path.stat().st_mtime_ns)
-            for path in sorted(directory.rglob("*")) if path.is_file()}
+            for path in sorted(directory.rglob("*")) if path.is_file() and path.name != "trainer.lock"}
 
 
 def split_games(chunk: dict) -> list[slice]:
@@ -268,7 +270,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_iteration(
     # Resuming without playing on shows what the fallback removed.
     code, _, err = run_main(run, "--iterations", "2")
     assert code == 0, err
-    assert "ckpt_000003.npz is unreadable" in err and "falling back" in err
+    assert "ckpt_000003.npz is damaged" in err and "falling back" in err
     assert "after iteration 2" in err
     assert "discarding replay chunk of incomplete iteration 3" in err
     assert chunk_iterations(run) == [1, 2]
@@ -287,6 +289,99 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_iteration(
     assert records[2]["games"] > counters_2["games"]
 
 
+def rewrite_checkpoint(path: Path, change) -> None:
+    with np.load(path) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    change(arrays)
+    np.savez(path, **arrays)
+
+
+def bad_counters(arrays):
+    arrays[COUNTERS_KEY] = np.frombuffer(b'{"iteration": 3, "games": ', dtype=np.uint8)
+
+
+def counters_not_numbers(arrays):
+    arrays[COUNTERS_KEY] = np.frombuffer(b'{"iteration": 3, "games": "x", "positions": 1, '
+                                         b'"train_steps": 1}', dtype=np.uint8)
+
+
+def wrong_shaped_weights(arrays):
+    name = next(n for n in sorted(arrays) if n.startswith("model.") and arrays[n].ndim == 4)
+    arrays[name] = arrays[name][..., :-1]
+
+
+def nan_weights(arrays):
+    name = next(n for n in sorted(arrays) if n.startswith("model.") and arrays[n].ndim == 4)
+    arrays[name] = arrays[name].copy()
+    arrays[name].flat[0] = np.nan
+
+
+@pytest.mark.parametrize("damage", [bad_counters, counters_not_numbers, wrong_shaped_weights,
+                                    nan_weights])
+def test_a_damaged_checkpoint_of_any_kind_falls_back_in_the_trainer_and_the_readers(
+        three_iterations, tmp_path, damage):
+    from training.nets import open_net
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    rewrite_checkpoint(run / "checkpoints" / "ckpt_000003.npz", damage)
+
+    messages = []
+    opened = open_net(run, log=messages.append)
+    assert opened.iteration == 2
+    assert any("ckpt_000003.npz is damaged" in message for message in messages)
+    assert np.isfinite(opened.net(np.zeros((1, 5, 5, TINY.input_planes), np.float32))[1]).all()
+
+    code, _, err = run_main(run, "--iterations", "2")
+    assert code == 0, err
+    assert "ckpt_000003.npz is damaged" in err and "after iteration 2" in err
+
+
+def empty_chunk(path):
+    path.write_bytes(b"")
+
+
+def junk_chunk(path):
+    path.write_bytes(os.urandom(300))
+
+
+def chunk_missing_policy(path):
+    with np.load(path) as archive:
+        np.savez(path, planes=archive["planes"], value=archive["value"])
+
+
+def chunk_with_wrong_shape(path):
+    with np.load(path) as archive:
+        np.savez(path, planes=archive["planes"][:, :4], policy=archive["policy"],
+                 value=archive["value"])
+
+
+@pytest.mark.parametrize("damage", [empty_chunk, junk_chunk, chunk_missing_policy,
+                                    chunk_with_wrong_shape])
+def test_a_damaged_replay_chunk_is_skipped_and_the_run_resumes(three_iterations, tmp_path, damage):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    sizes = {i: len(read_chunk(run, i)["value"]) for i in (1, 2, 3)}
+    damage(run / "replay" / "chunk_000002.npz")
+    code, _, err = run_main(run, "--iterations", "4")
+    assert code == 0, err
+    assert "replay chunk chunk_000002.npz is damaged" in err and "skipping it" in err
+    assert f"{sizes[1] + sizes[3]} buffered positions" in err
+    assert checkpoint_iterations(run)[-1] == 4
+
+
+def test_a_damaged_metrics_line_is_set_aside_with_a_message(three_iterations, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    lines = metrics_lines(run)
+    damaged = '{"iteration": 2, "games": 1\x00\x00 garbled\n'
+    (run / "metrics.jsonl").write_text(lines[0] + damaged + lines[2])
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    assert "1 damaged line(s) of metrics.jsonl moved to metrics.jsonl.damaged" in err
+    assert (run / "metrics.jsonl.damaged").read_text() == damaged
+    assert metrics_lines(run) == [lines[0], lines[2]]
+
+
 def test_no_readable_checkpoint_stops_with_a_message_and_deletes_nothing(three_iterations, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(three_iterations, run)
@@ -297,7 +392,7 @@ def test_no_readable_checkpoint_stops_with_a_message_and_deletes_nothing(three_i
     err = io.StringIO()
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
         bp_tree.main(["--run", str(run), *TINY_ARGS, "--iterations", "4"])
-    assert exit_info.value.code == 2  # a refusal, which run.sh does not retry
+    assert exit_info.value.code == 5  # damaged data, which run.sh does not retry
     assert "no readable checkpoint" in err.getvalue()
     assert {name: value for name, value in snapshot(run).items() if name in kept} == kept
 
@@ -422,6 +517,140 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint(tmp_path, no_proce
     records = assert_consistent(run)
     assert records[-1]["iteration"] == total_iterations
     assert metrics_lines(run)[:len(complete_lines)] == complete_lines
+
+
+# One owner per run, and faults a restart cannot cure.
+
+def test_a_second_trainer_exits_at_once_naming_the_owner_and_readers_are_not_blocked(
+        three_iterations, tmp_path, no_process_left_behind):
+    from training.nets import open_net
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    owner = LoopProcess(run, 1000, "owner")
+    owner.wait_until(lambda: owner.resumed_after() is not None)
+    lines_before = metrics_lines(run)
+
+    started = time.monotonic()
+    code, _, err = run_main(run, "--iterations", "1000")
+    assert code == 3, err
+    assert time.monotonic() - started < 30
+    assert f"PID {owner.process.pid}" in err and "Traceback" not in err
+    assert metrics_lines(run)[:len(lines_before)] == lines_before
+
+    # A reader opens the run's net while the owner trains.
+    opened = open_net(run, log=lambda message: None)
+    assert opened.iteration >= 3
+
+    # SIGKILL leaves no stale lock: the next trainer takes the run over.
+    owner.kill()
+    code, _, err = run_main(run, "--iterations", "1")
+    assert code == 0, err
+    assert "resumed" in err
+
+
+def fake_project(tmp_path: Path, script: str) -> Path:
+    """A copy of run.sh beside a stand-in build.sh and bp_tree.py (what `script` does)."""
+    project = tmp_path / "project"
+    (project / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(PROJECT_ROOT / "run.sh", project / "run.sh")
+    (project / "build.sh").write_text("#!/bin/sh\nexit 0\n")
+    (project / "build.sh").chmod(0o755)
+    (project / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (project / "bp_tree.py").write_text(script)
+    return project
+
+
+# The stand-in trainer counts its starts in starts.txt; --progress prints the completed
+# iteration that progress.txt holds (0 if none), as bp_tree.py --progress does.
+STAND_IN = """import sys, pathlib
+here = pathlib.Path(__file__).parent
+progress = here / "progress.txt"
+if sys.argv[1:2] == ["--progress"]:
+    print(progress.read_text() if progress.exists() else 0)
+    sys.exit(0)
+starts = here / "starts.txt"
+count = int(starts.read_text()) + 1 if starts.exists() else 1
+starts.write_text(str(count))
+"""
+
+
+@pytest.mark.parametrize("status", [2, 3, 4, 5])
+def test_run_sh_stops_on_a_fault_a_restart_cannot_fix(tmp_path, status):
+    project = fake_project(tmp_path, STAND_IN + f"sys.exit({status})\n")
+    result = subprocess.run(["bash", "run.sh"], cwd=project, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "RUN_SH_RESTART_DELAY": "0"})
+    assert result.returncode == status
+    assert (project / "starts.txt").read_text() == "1"
+
+
+def test_run_sh_restarts_crashes_that_progress_and_gives_up_after_three_futile_ones(tmp_path):
+    # Crashes 1-4 each complete an iteration; from the 5th on, none does.
+    project = fake_project(tmp_path, STAND_IN + "if count <= 4:\n"
+                           "    progress.write_text(str(count))\n"
+                           "sys.exit(1)\n")
+    result = subprocess.run(["bash", "run.sh"], cwd=project, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "RUN_SH_RESTART_DELAY": "0"})
+    assert result.returncode == 1
+    assert (project / "starts.txt").read_text() == "7"
+    assert "3 times in a row without completing an iteration" in result.stderr
+
+
+def test_run_naming_a_file_is_refused_in_one_line(tmp_path):
+    target = tmp_path / "a_file"
+    target.write_text("precious\n")
+    code, _, err = run_main(target, "--iterations", "1")
+    assert code == 4
+    assert err.strip().count("\n") == 0 and "Not a directory" in err and str(target) in err
+    assert target.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("fails_on, error", [
+    ("config.json", errno.EROFS), ("chunk_000004", errno.ENOSPC),
+    ("metrics.jsonl", errno.ENOSPC), ("ckpt_000004", errno.ENOSPC),
+    ("trainer.lock", errno.EROFS)])
+def test_a_full_or_read_only_disk_stops_in_one_line_losing_nothing(
+        three_iterations, tmp_path, monkeypatch, fails_on, error):
+    """The disk refuses the write of one file (fsync is where a full disk shows on many file
+    systems; opening the lock is where a read-only one shows first)."""
+    run = tmp_path / "run"
+    shutil.copytree(three_iterations, run)
+    complete = {name: value[0] for name, value in snapshot(run).items()
+                if name.startswith(("checkpoints", "replay"))
+                or name == "metrics.jsonl" != fails_on.replace("ckpt_000004", "metrics.jsonl")
+                or name == "config.json" == fails_on}
+    lines_before = metrics_lines(run)
+    real_fsync, real_open = os.fsync, open
+
+    def failing_fsync(descriptor):
+        if fails_on in os.readlink(f"/proc/self/fd/{descriptor}"):
+            raise OSError(error, os.strerror(error))
+        return real_fsync(descriptor)
+
+    def failing_open(path, *args, **kwargs):
+        if fails_on in str(path):
+            raise OSError(error, os.strerror(error), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr("builtins.open", failing_open)
+    code, _, err = run_main(run, "--iterations", "4")
+    monkeypatch.undo()
+    assert code == 4, err
+    fault_lines = [line for line in err.splitlines() if line.startswith("bp_tree:")]
+    assert len(fault_lines) == 1 and os.strerror(error) in fault_lines[0]
+    assert "Traceback" not in err
+    assert not list(run.rglob(".*.tmp*")), "temporary files left behind"
+    assert metrics_lines(run)[:len(lines_before)] == lines_before
+    assert all(line.endswith("\n") for line in metrics_lines(run))
+    if fails_on != "ckpt_000004":   # else metrics line 4 waits for its checkpoint
+        assert metrics_lines(run) == lines_before
+    after = snapshot(run)
+    assert {name: after.get(name, (None,))[0] for name in complete} == complete
+
+    # Once the disk is fixed, the same command carries on.
+    code, _, err = run_main(run, "--iterations", "4")
+    assert code == 0, err
+    assert_consistent(run)
 
 
 # The replay buffer.

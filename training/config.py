@@ -5,13 +5,15 @@ command-line flags derived from its fields.
 
 Every field can be overridden as `--field value` (`--field true/false` for booleans; the
 learning-rate schedule as `step:rate,step:rate`). The resolved config is saved as the run's
-config.json; resuming checks that the fields which shape positions and the net still match.
+config.json. Resuming starts from that file (edits by hand included); the fields given on the
+command line override it, except those which shape positions and the net.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field, fields
 
 
@@ -82,33 +84,62 @@ class Config:
         return self.board_size ** 2 + 1
 
     def validate(self) -> "Config":
-        checks = [
-            (2 <= self.board_size <= 19, "board_size must be in 2..19"),
-            (self.history >= 0, "history must be >= 0"),
-            (self.blocks >= 0 and self.filters >= 1, "blocks >= 0 and filters >= 1"),
-            (self.simulations >= 1, "simulations must be >= 1"),
-            (self.leaves_per_game >= 1, "leaves_per_game must be >= 1"),
-            (self.num_games >= 1, "num_games must be >= 1"),
-            (self.train_batch_size >= 1, "train_batch_size must be >= 1"),
-            (self.replay_window >= self.train_batch_size, "replay_window must hold a batch"),
-            (0 <= self.noise_fraction <= 1, "noise_fraction must be in [0, 1]"),
-            (0 <= self.resign_playthrough <= 1, "resign_playthrough must be in [0, 1]"),
-            (self.gnugo_every >= 0 and self.gnugo_games >= 1 and self.previous_games >= 1,
-             "gnugo_every >= 0, gnugo_games >= 1, previous_games >= 1"),
-            (0 <= self.gnugo_level <= 10, "gnugo_level must be in 0..10"),
-            (self.checkpoints_to_keep >= 2, "keep at least 2 checkpoints (fallback on corruption)"),
-            (len(self.learning_rates) >= 1 and self.learning_rates[0][0] == 0,
-             "learning_rates must start at step 0"),
-            (all(a[0] < b[0] for a, b in zip(self.learning_rates, self.learning_rates[1:]))
-             and all(rate > 0 for _, rate in self.learning_rates),
-             "learning_rates steps must increase and rates be positive"),
-            (self.positions_per_iteration >= 1, "positions_per_iteration must be >= 1"),
-            (self.eval_games_random >= 1, "eval_games_random must be >= 1"),
-        ]
-        for ok, message in checks:
+        """Check every field's type and range; the message names the field, the allowed range
+        and the value. Ranges are what the code can run with (a replay window must fit in
+        memory, a search needs a simulation, a Dirichlet alpha must be positive)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "learning_rates":
+                continue
+            kind = type(f.default)
+            if kind is bool:
+                ok = isinstance(value, bool)
+            elif kind is int:
+                ok = isinstance(value, int) and not isinstance(value, bool)
+            else:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not ok:
-                raise ValueError(f"config: {message}")
+                raise ValueError(f"config: {f.name} must be a {kind.__name__}, got {value!r}")
+            if kind is float and not math.isfinite(value):
+                raise ValueError(f"config: {f.name} must be a finite number, got {value!r}")
+        for name, low, high in self._ranges():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"config: {name} must be in [{low}, {high}], got {value!r}")
+        schedule = self.learning_rates
+        if not (isinstance(schedule, tuple) and len(schedule) >= 1
+                and all(isinstance(pair, tuple) and len(pair) == 2 for pair in schedule)):
+            raise ValueError(f"config: learning_rates must be step:rate pairs, got {schedule!r}")
+        if schedule[0][0] != 0:
+            raise ValueError("config: learning_rates must start at step 0")
+        if not (all(a[0] < b[0] for a, b in zip(schedule, schedule[1:]))
+                and all(math.isfinite(rate) and 0 < rate <= 10 for _, rate in schedule)):
+            raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
         return self
+
+    # The most memory the replay buffer may take: a larger window fails later, in an allocation.
+    REPLAY_BYTES_LIMIT = 16 * 2 ** 30
+
+    def _ranges(self) -> list[tuple[str, float, float]]:
+        n = self.board_size
+        position_bytes = n * n * self.input_planes + 4 * self.num_actions + 4
+        return [
+            ("board_size", 2, 19), ("komi", -2 * n * n, 2 * n * n),
+            ("max_moves", 0, 4 * n * n), ("history", 0, 16),
+            ("blocks", 0, 40), ("filters", 1, 512), ("value_hidden", 1, 2048), ("l2", 0, 1),
+            ("simulations", 1, 100_000), ("c_puct", 1e-3, 100), ("fpu_reduction", 0, 2),
+            ("dirichlet_alpha", 1e-3, 100), ("noise_fraction", 0, 1),
+            ("temperature_moves", 0, 4 * n * n), ("leaves_per_game", 1, 64),
+            ("num_games", 1, 4096), ("positions_per_iteration", 1, 10_000_000),
+            ("resign_threshold", -1, 1), ("resign_playthrough", 0, 1),
+            ("train_batch_size", 1, 8192), ("sample_reuse", 1e-3, 1000),
+            ("replay_window", self.train_batch_size, self.REPLAY_BYTES_LIMIT // position_bytes),
+            ("min_replay", 0, self.replay_window), ("momentum", 0, 0.999),
+            ("eval_games_random", 1, 100_000), ("eval_simulations", 1, 100_000),
+            ("gnugo_every", 0, 1_000_000), ("gnugo_level", 0, 10), ("gnugo_games", 1, 100_000),
+            ("previous_games", 1, 100_000), ("checkpoints_to_keep", 2, 1000),
+            ("sgf_samples", 0, 100_000), ("seed", 0, 2 ** 32 - 1), ("iterations", 0, 10 ** 9),
+        ]
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -131,20 +162,32 @@ class Config:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"
                 for name in self.SHAPE_FIELDS if getattr(saved, name) != getattr(self, name)]
 
+    def changes_from(self, other: "Config") -> list[str]:
+        """"field old -> new" for every field that differs from `other`."""
+        return [f"{f.name} {getattr(other, f.name)!r} -> {getattr(self, f.name)!r}"
+                for f in fields(self) if getattr(other, f.name) != getattr(self, f.name)]
+
+    @staticmethod
+    def explicit_overrides(args: argparse.Namespace) -> dict:
+        """The fields the command line set explicitly (by --FIELD VALUE)."""
+        return {f.name: getattr(args, f.name) for f in fields(Config)
+                if getattr(args, f.name, None) is not None}
+
     @classmethod
     def from_args(cls, argv=None) -> tuple["Config", argparse.Namespace]:
         parser = argparse.ArgumentParser(description="Train a Go net by batched self-play.")
         parser.add_argument("--run", default="default",
                             help="run directory: a bare name means runs/NAME, a path is used as given")
-        parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+        parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                            help="a new run's base settings (default cpu); a resumed run's base "
+                                 "is its config.json")
         for f in fields(cls):
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
-        overrides = {f.name: getattr(args, f.name) for f in fields(cls)
-                     if getattr(args, f.name) is not None}
+        overrides = cls.explicit_overrides(args)
         try:
-            return dataclasses.replace(PRESETS[args.preset], **overrides).validate(), args
+            return dataclasses.replace(PRESETS[args.preset or "cpu"], **overrides).validate(), args
         except ValueError as error:
             parser.error(str(error))  # a usage error (exit code 2), not a traceback
 

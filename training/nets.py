@@ -86,27 +86,32 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
     """A compiled net that plays, from a run (a bare name means runs/NAME; its newest readable
     checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz)."""
     config, path = read_config(source)
+    trainer = build_trainer(config)
     if is_model_file(path):
         if checkpoint is not None:
             raise NetOpenError(f"{path} is a model file: it has no checkpoints to choose from")
-        weights, iteration, label = _model_weights(_read_model_arrays(path)), None, path.name
-    else:
+        weights = _model_weights(_read_model_arrays(path))
+        for name, array in weights.items():
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise NetOpenError(f"{path}: its weight {name} holds non-finite values")
         try:
-            loaded = RunDirectory(path, log=log).load_latest_checkpoint(checkpoint)
+            trainer.load_model_weights(weights)
+        except ValueError as error:
+            raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
+        iteration, label = None, path.name
+    else:
+        # A damaged checkpoint (torn, bad counters, non-finite or wrong-shaped weights) is
+        # passed over for the one before, here once for every reader.
+        try:
+            loaded = RunDirectory(path, log=log).load_latest_checkpoint(
+                checkpoint, accept=lambda state: trainer.load_model_weights(_model_weights(state)))
         except CheckpointError as error:
             raise NetOpenError(str(error)) from None
         if loaded is None:
             raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
                                f"iteration 1 is complete")
-        state, counters = loaded
-        weights = _model_weights(state)
-        iteration = int(counters["iteration"])
+        iteration = int(loaded[1]["iteration"])
         label = f"{path.name} iteration {iteration}"
-    trainer = build_trainer(config)
-    try:
-        trainer.load_model_weights(weights)
-    except ValueError as error:
-        raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
     from architectures import CompiledNet  # deferred with TensorFlow
     net = CompiledNet(trainer.model, batch_size=batch_size, shapes=shapes)
     return OpenedNet(config=config, net=net, label=label, iteration=iteration, path=path)

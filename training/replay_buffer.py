@@ -11,6 +11,7 @@ On disk it is the run directory's replay chunks (one per iteration, see run_dire
 """
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -58,13 +59,29 @@ class ReplayBuffer:
         policy = symmetries.transform_policy(self.policy[index], symmetry)
         return planes, policy, self.value[index].copy()
 
-    def load_chunks(self, paths: list[Path]) -> int:
-        """Fill from chunk files, oldest first, keeping the newest `capacity` positions."""
+    def load_chunks(self, paths: list[Path], log=print) -> int:
+        """Fill from chunk files, oldest first, keeping the newest `capacity` positions. A
+        damaged chunk (unreadable, a key missing, shapes that disagree, values outside their
+        range) is skipped with a message: losing its positions costs a little data, refusing
+        to resume would cost the run."""
         loaded = 0
         for path in paths:
-            chunk = load_npz(path)
-            self.add(chunk["planes"], chunk["policy"], chunk["value"])
-            loaded += len(chunk["value"])
+            try:
+                chunk = load_npz(path)
+                planes, policy, value = chunk["planes"], chunk["policy"], chunk["value"]
+                count = len(value)
+                if (value.ndim != 1 or planes.shape != (count, *self.planes.shape[1:])
+                        or policy.shape != (count, self.num_actions)):
+                    raise ValueError(f"shapes {planes.shape}, {policy.shape}, {value.shape}")
+                if planes.max(initial=0) > 1 or not (np.isfinite(policy).all()
+                                                     and (np.abs(value) <= 1).all()):
+                    raise ValueError("values outside their range")
+            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+                log(f"replay chunk {path.name} is damaged ({type(error).__name__}: {error}); "
+                    f"skipping it")
+                continue
+            self.add(planes, policy, value)
+            loaded += count
         return loaded
 
 
