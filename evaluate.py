@@ -9,7 +9,8 @@ Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`,
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
 the cross-check of our score against a fresh GNU Go's final_score (games/matches.py has the
-rules).
+rules). Every game starts from `--random-openings` random moves (default 2), each opening
+played once with each colour.
 
 --rating plays a round robin between the run's newest checkpoints (`--checkpoints`, default all
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
@@ -56,8 +57,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=None,
                         help="games played at once (default min(games, 32))")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--opening-moves", type=int, default=1,
-                        help="a net's first moves sampled by visit count, for distinct games")
+    parser.add_argument("--random-openings", type=int, default=2,
+                        help="random opening moves of every game (games 2k and 2k+1 share one "
+                             "opening, colours swapped); 0 starts every game from the empty board")
+    parser.add_argument("--opening-moves", type=int, default=0,
+                        help="a net's own first moves sampled by visit count (default greedy)")
     parser.add_argument("--checkpoints", type=int, default=None,
                         help="with --rating: the newest this many checkpoints (default all kept)")
     parser.add_argument("--gnugo-levels", default="",
@@ -83,6 +87,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
+    if args.random_openings < 0 or args.opening_moves < 0:
+        parser.error("--random-openings and --opening-moves must be at least 0")
     if args.sims is not None and args.sims < 0:
         parser.error("--sims must be >= 0")
     return args
@@ -170,7 +176,8 @@ def main(argv=None) -> int:
               f"{searching}{games} games ({parallel} at once)", flush=True)
         report = play_pair(config, entry_a, entry_b, games, simulations, seed=args.seed,
                            parallel=parallel, names=(name_a, name_b),
-                           opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+                           opening_moves=args.opening_moves,
+                           random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
     except GnuGoNotFound as error:
         log(f"evaluate: {error}")
         return 2
@@ -201,7 +208,8 @@ def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
     print(f"round robin of {', '.join(entries)}: {games} games per pair, {simulations} "
           f"simulations per net move", flush=True)
     reports = round_robin(config, entries, games, simulations, seed=args.seed, parallel=parallel,
-                          opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+                          opening_moves=args.opening_moves,
+                          random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
     for report in reports:
         low, high = report.interval()
         print(f"  {report.player_a} vs {report.player_b}: {report.wins}-{report.losses}"
