@@ -1,6 +1,6 @@
 """The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
 
-    python bp_tree.py [--run NAME] [--preset cpu|tiny|paper] [--FIELD VALUE ...]
+    python bp_tree.py [--run NAME] [--preset cpu|tiny|paper|9x9] [--FIELD VALUE ...]
     python bp_tree.py --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
 
 Run again with the same --run to resume exactly where the last complete iteration left off
