@@ -62,7 +62,7 @@ class Config:
     eval_simulations: int = 16
     gnugo_every: int = 5               # iterations between GNU Go and previous-checkpoint matches; 0: never
     gnugo_level: int = 0               # the level of the first GNU Go match; the run climbs from it
-    gnugo_promotion: float = 0.8       # win rate at which the next match is a level higher
+    gnugo_promotion: float = 0.8       # win rate at which the next match is a level higher (> 1: never)
     gnugo_games: int = 20
     previous_games: int = 20           # against the checkpoint of the previous such evaluation
     checkpoints_to_keep: int = 3
@@ -97,7 +97,7 @@ class Config:
             (self.gnugo_every >= 0 and self.gnugo_games >= 1 and self.previous_games >= 1,
              "gnugo_every >= 0, gnugo_games >= 1, previous_games >= 1"),
             (0 <= self.gnugo_level <= 10, "gnugo_level must be in 0..10"),
-            (0 < self.gnugo_promotion <= 1, "gnugo_promotion must be in (0, 1]"),
+            (self.gnugo_promotion > 0, "gnugo_promotion must be > 0"),
             (self.checkpoints_to_keep >= 2, "keep at least 2 checkpoints (fallback on corruption)"),
             (len(self.learning_rates) >= 1 and self.learning_rates[0][0] == 0,
              "learning_rates must start at step 0"),
