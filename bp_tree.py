@@ -155,6 +155,7 @@ class TrainingLoop:
             "win_rate_random": evaluation.win_rate,
             "random_games": evaluation.games,
             "selfplay_games": len(batch.games),
+            "selfplay_moves": sum(len(g.moves) for g in batch.games),   # fast searches included
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
             "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
             "replay_size": len(self.buffer),

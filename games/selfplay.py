@@ -6,8 +6,14 @@ Per game in flight (preallocated, G games, L = max_moves):
     policy   float32 [G, L, A]        root visit distribution (the policy target)
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
+    full     bool    [G, L]           searched fully: only these become training positions
 When a game ends, its positions get the value target z * to_play, z the result from black's
 view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
+
+Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
+search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
+games first search to the fast budget in one batch, then the full ones go on to the full
+budget (the tree counts simulations per move, so the second run continues the first).
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ class FinishedGame:
     result: float          # +1 black won, -1 white won, 0 draw
     score: float           # area score minus komi of the final position (nan if resigned)
     resigned: bool
+    full_searches: int = 0     # moves searched fully (the game's training positions)
 
 
 @dataclass
@@ -59,6 +66,7 @@ class SelfPlay:
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
+        self.full = np.ones((games, length), bool)
         self.resigned_by = np.zeros(games, np.int8)        # side that resigned, 0 if none
         self.would_resign = np.zeros(games, np.int8)       # playthrough game: side that would have
         self.playthrough = np.zeros(games, bool)
@@ -104,9 +112,19 @@ class SelfPlay:
         """One move in every game; returns the mask of games that just ended."""
         config, driver = self.config, self.driver
         go = driver.go
-        driver.think(np.ones(config.num_games, bool), noise=True)
+        everyone = np.ones(config.num_games, bool)
+        if config.full_search_share >= 1:
+            full = everyone
+            driver.think(everyone, noise=True)
+        else:
+            full = self.rng.random(config.num_games) < config.full_search_share
+            fast = min(config.fast_simulations, config.simulations)
+            driver.think(everyone, noise=full, simulations=fast)
+            if full.any():
+                driver.think(full, simulations=config.simulations)
         move_number = go.move_count()
         rows = np.arange(config.num_games)
+        self.full[rows, move_number] = full
         self.planes[rows, move_number] = go.features(config.history).astype(np.uint8)
         self.policy[rows, move_number] = driver.search.policy_targets()
         to_play = go.to_play()
@@ -135,9 +153,12 @@ class SelfPlay:
             score = float(go.score([game])[0])
             result = float(game_results(go, [game])[0])
         record = FinishedGame(moves=self.moves[game, :length].tolist(), result=result, score=score,
-                              resigned=bool(self.resigned_by[game]))
+                              resigned=bool(self.resigned_by[game]),
+                              full_searches=int(self.full[game, :length].sum()))
         if self.resigned_by[game]:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]
         values = result * self.to_play[game, :length].astype(np.float32)
-        return record, (self.planes[game, :length].copy(), self.policy[game, :length].copy(), values)
+        kept = self.full[game, :length]
+        return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
+                        values[kept])

@@ -70,3 +70,53 @@ def test_hopeless_games_resign_and_playthrough_games_count_false_resignations():
     black_wins = sum(game.result > 0 for game in batch.games)
     # Black always "wanted" to resign first; each black win is a false resignation.
     assert batch.false_resignations == black_wins
+
+
+def counting_evaluator(num_actions: int):
+    calls = []
+
+    def evaluate(planes):
+        calls.append(len(planes))
+        return constant_evaluator(0.0, num_actions)(planes)
+    return evaluate, calls
+
+
+def test_a_full_search_share_of_one_is_the_plain_loop():
+    plain = tiny(num_games=4, simulations=6)
+    capped = plain.overridden(full_search_share=1.0, fast_simulations=2)
+    a = SelfPlay(plain, constant_evaluator(0.0, plain.num_actions), seed=5).play(120)
+    b = SelfPlay(capped, constant_evaluator(0.0, plain.num_actions), seed=5).play(120)
+    for name in ("planes", "policy", "value"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert all(game.full_searches == len(game.moves) for game in a.games)
+
+
+def test_playout_cap_randomization_keeps_only_fully_searched_positions():
+    config = tiny(num_games=8, simulations=12, full_search_share=0.25, fast_simulations=2,
+                  temperature_moves=0)
+    evaluate, calls = counting_evaluator(config.num_actions)
+    batch = SelfPlay(config, evaluate, seed=2).play(150)
+    moves = sum(len(game.moves) for game in batch.games)
+    kept = sum(game.full_searches for game in batch.games)
+    assert kept == batch.positions
+    # A binomial(moves, 1/4) count, within 4 standard deviations.
+    assert abs(kept - moves / 4) < 4 * np.sqrt(moves * 0.25 * 0.75)
+    # Every kept position is one of its game's positions, in order: replay the moves in a
+    # fresh GoBatch and find each kept position's planes among the game's own.
+    start = 0
+    for game in batch.games:
+        replayed = GoBatch(1, config.board_size, komi=config.komi, history_length=config.history)
+        positions = []
+        for move in game.moves:
+            positions.append(replayed.features(config.history)[0].astype(np.uint8))
+            replayed.play(np.array([move]))
+        cursor = 0
+        for planes in batch.planes[start:start + game.full_searches]:
+            while not np.array_equal(positions[cursor], planes):
+                cursor += 1            # IndexError: not a position of this game, or out of order
+            cursor += 1
+        start += game.full_searches
+    assert start == batch.positions
+    # A fast search needs fewer evaluations: fewer than the plain loop's 12 per move played
+    # (a new root is one more; reused subtrees make some moves cheaper still).
+    assert sum(calls) < moves * (0.25 * 13 + 0.75 * 3) * 1.1

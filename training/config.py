@@ -42,6 +42,12 @@ class Config:
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
     # and a young net cannot learn to pass its way through self-play (it did: see the notes).
     sensible_moves_only: bool = True
+    # Playout cap randomization (KataGo, Wu 2019): each self-play move gets the full search
+    # (`simulations`, root noise) with probability full_search_share, else a fast search
+    # (`fast_simulations`, no noise); only fully searched positions become training positions.
+    # 1.0: every move is searched fully (off).
+    full_search_share: float = 1.0
+    fast_simulations: int = 16
 
     # Self-play.
     num_games: int = 128               # games played at once; the net's inference batch
@@ -89,6 +95,8 @@ class Config:
             (self.blocks >= 0 and self.filters >= 1, "blocks >= 0 and filters >= 1"),
             (self.simulations >= 1, "simulations must be >= 1"),
             (self.leaves_per_game >= 1, "leaves_per_game must be >= 1"),
+            (0 < self.full_search_share <= 1, "full_search_share must be in (0, 1]"),
+            (1 <= self.fast_simulations, "fast_simulations must be >= 1"),
             (self.num_games >= 1, "num_games must be >= 1"),
             (self.train_batch_size >= 1, "train_batch_size must be >= 1"),
             (self.replay_window >= self.train_batch_size, "replay_window must hold a batch"),
