@@ -128,8 +128,10 @@ class TrainingLoop:
                   unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
             batch = self.selfplay.play(config.positions_per_iteration,
                                        progress=lambda done: bar.update(done - bar.n))
-        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(batch.planes, batch.policy, batch.value))
-        self.buffer.add(batch.planes, batch.policy, batch.value)
+        targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
+                   batch.final)
+        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(*targets))
+        self.buffer.add(*targets)
 
         losses = self._train(batch.positions, iteration)
 
@@ -223,14 +225,17 @@ class TrainingLoop:
         done = skipped = 0
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
-            planes, policy, value = self.buffer.sample(config.train_batch_size, self.rng)
-            stats = self.trainer.train_step(planes, policy, value)
+            sample = self.buffer.sample(config.train_batch_size, self.rng)
+            auxiliary = sample[3:] if config.aux_heads else ()
+            stats = self.trainer.train_step(*sample[:3], *auxiliary)
             if stats.get("skipped"):
                 skipped += 1
                 continue
             done += 1
-            for key in ("loss_policy", "loss_value", "loss_l2", "loss_total"):
-                totals[key] = totals.get(key, 0.0) + float(stats[key])
+            for key in ("loss_policy", "loss_value", "loss_l2", "loss_total", "loss_ownership",
+                        "loss_score"):
+                if key in stats:
+                    totals[key] = totals.get(key, 0.0) + float(stats[key])
             totals["learning_rate"] = float(stats["learning_rate"])
         self.counters["train_steps"] += steps
         result = {key: round(value / max(done, 1), 5) if key != "learning_rate" else value
@@ -301,6 +306,10 @@ def main(argv=None) -> int:
     log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
         f"{config.simulations} simulations, {config.num_games} games at once")
     while not config.iterations or loop.counters["iteration"] < config.iterations:
+        if config.max_cpu_seconds and loop.counters["cpu_seconds"] >= config.max_cpu_seconds:
+            log(f"run {run.path}: {loop.counters['cpu_seconds']:.0f} CPU seconds reached "
+                f"(max_cpu_seconds {config.max_cpu_seconds:g})")
+            break
         record = loop.iterate()
         print(summary_line(record), flush=True)
     return 0

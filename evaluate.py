@@ -4,7 +4,8 @@
     python evaluate.py --run runs/NAME --rating [--checkpoints 4] [--games 20] [--sims 48]
     python evaluate.py --black random --white gnugo:0 --board-size 7 --komi 7.5 --games 20
 
-Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`, `random`.
+Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `model:PATH` (a model file,
+e.g. models/9x9.npz: without --run its config sets the game), `gnugo:LEVEL`, `random`.
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
@@ -121,6 +122,13 @@ class Checkpoints:
 
 
 def load_config(args: argparse.Namespace):
+    models = [spec[len("model:"):] for spec in (args.player_a, args.player_b)
+              if spec and spec.startswith("model:")]
+    if not args.run and models and args.board_size is None and args.komi is None:
+        try:
+            return read_config(models[0])[0], None
+        except NetOpenError as error:
+            raise SystemExit(f"evaluate: {error}") from None
     if not args.run:
         return Config(board_size=args.board_size or 7,
                       komi=7.5 if args.komi is None else args.komi).validate(), None
@@ -130,7 +138,8 @@ def load_config(args: argparse.Namespace):
         raise SystemExit(f"evaluate: {error}") from None
 
 
-def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[object, str]:
+def entry_for(spec: str, config, checkpoints: Checkpoints | None,
+              batch_size: int) -> tuple[object, str]:
     """(make_player entry, display name) of a command-line player."""
     kind, _, value = spec.partition(":")
     if kind == "random" and not value:
@@ -147,7 +156,18 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[objec
             return checkpoints.net(iteration), f"ckpt:{iteration}"
         except NetOpenError as error:
             raise SystemExit(f"evaluate: {error}") from None
-    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L or random")
+    if kind == "model" and value:
+        try:
+            opened = open_net(value, batch_size=batch_size, log=log)
+        except NetOpenError as error:
+            raise SystemExit(f"evaluate: {error}") from None
+        if opened.config.board_size != config.board_size:
+            raise SystemExit(f"evaluate: {spec} is a {opened.config.board_size}x"
+                             f"{opened.config.board_size} model; the game is {config.board_size}x"
+                             f"{config.board_size}")
+        return opened.net, f"model:{Path(value).name}"
+    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, model:PATH, "
+                     f"gnugo:L or random")
 
 
 def write_sgf(directory: str, report) -> None:
@@ -165,12 +185,12 @@ def main(argv=None) -> int:
     try:
         if args.rating:
             return rating(args, config, checkpoints, games, simulations, parallel)
-        entry_a, name_a = entry_for(args.player_a, config, checkpoints)
-        entry_b, name_b = entry_for(args.player_b, config, checkpoints)
+        entry_a, name_a = entry_for(args.player_a, config, checkpoints, parallel)
+        entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
         if name_a == name_b:
             name_a, name_b = f"A {name_a}", f"B {name_b}"
         searching = (f"{simulations} simulations per net move, "
-                     if "ckpt" in (name_a + name_b) else "")
+                     if "ckpt" in (name_a + name_b) or "model" in (name_a + name_b) else "")
         print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
               f"{'positional superko' if config.superko else 'simple ko'}, "
               f"{searching}{games} games ({parallel} at once)", flush=True)

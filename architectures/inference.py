@@ -59,7 +59,7 @@ class CompiledNet:
             if fold_batch_norm:
                 logits, value = inference_forward(model, planes)
             else:
-                logits, value = model(planes, training=False)
+                logits, value = model(planes, training=False)[:2]   # auxiliary heads unused
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}

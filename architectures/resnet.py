@@ -4,6 +4,12 @@ Input: NHWC float32 planes (B, N, N, C) exactly as `GoBatch.features()` builds t
 Outputs, in this order:
   policy_logits  float32 (B, N*N+1)  unnormalised; column N*N is pass
   value          float32 (B, 1)      tanh, the expected result for the side to move
+and with `aux_heads` (KataGo's auxiliary targets, trained only; play reads policy and value):
+  ownership      float32 (B, N, N)   logits y: tanh(y) is the expected final owner of each
+                                     point, +1 the side to move, -1 the opponent
+  score          float32 (B, 1)      the final area margin for the side to move (komi
+                                     included) divided by N*N, linear, from the value head's
+                                     hidden layer
 
 Convolutions carry no bias (the batch norm after each one has the offset). L2 weight decay is
 attached as Keras `kernel_regularizer`s on every convolution and dense kernel (not on biases or
@@ -32,8 +38,10 @@ def build_model(
     filters: int,
     l2: float = 1e-4,
     value_hidden: int = 64,
+    aux_heads: bool = False,
 ) -> keras.Model:
-    """A functional Keras model: stem, `blocks` residual blocks, policy and value heads."""
+    """A functional Keras model: stem, `blocks` residual blocks, policy and value heads (and
+    with `aux_heads` the ownership and score heads)."""
     for name, value, low in (
         ("board_size", board_size, 2),
         ("input_planes", input_planes, 1),
@@ -80,8 +88,14 @@ def build_model(
     v = layers.Dense(value_hidden, activation="relu", kernel_regularizer=regularizer,
                      name="value_hidden")(v)
     value = layers.Dense(1, activation="tanh", kernel_regularizer=regularizer, name="value")(v)
+    outputs = [policy_logits, value]
+    if aux_heads:
+        o = layers.Conv2D(1, 1, padding="same", kernel_regularizer=regularizer,
+                          name="ownership_conv")(x)
+        outputs.append(layers.Reshape((board_size, board_size), name="ownership")(o))
+        outputs.append(layers.Dense(1, kernel_regularizer=regularizer, name="score")(v))
 
-    return keras.Model(planes, [policy_logits, value],
+    return keras.Model(planes, outputs,
                        name=f"resnet_{board_size}x{board_size}_{blocks}x{filters}")
 
 

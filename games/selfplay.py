@@ -8,7 +8,10 @@ Per game in flight (preallocated, G games, L = max_moves):
     moves    int16   [G, L]           the move played (for SGF records)
     full     bool    [G, L]           searched fully: only these become training positions
 When a game ends, its positions get the value target z * to_play, z the result from black's
-view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
+view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. Its positions
+also get the auxiliary targets (replay_buffer.py): the final position's area ownership
+(games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
+to_play; a resigned game has no final position, so its positions are marked not final.
 
 Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
 search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from games.search import SearchingGames, game_results
+from games.territory import area_ownership
 from training.config import Config
 
 
@@ -40,6 +44,9 @@ class SelfPlayBatch:
     planes: np.ndarray
     policy: np.ndarray
     value: np.ndarray
+    ownership: np.ndarray      # int8 (k, N, N), see the module docstring
+    score: np.ndarray          # float32 (k,)
+    final: np.ndarray          # bool (k,)
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
     nn_evaluations: int = 0
@@ -83,6 +90,7 @@ class SelfPlay:
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
         planes, policy, value, finished = [], [], [], []
+        ownership, score, final = [], [], []
         collected = false_resigns = playthrough_resigns = 0
         while collected < num_positions:
             done = self._step()
@@ -92,6 +100,9 @@ class SelfPlay:
                 planes.append(positions[0])
                 policy.append(positions[1])
                 value.append(positions[2])
+                ownership.append(positions[3])
+                score.append(positions[4])
+                final.append(positions[5])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -104,6 +115,9 @@ class SelfPlay:
             planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.input_planes), np.uint8),
             policy=np.concatenate(policy) if policy else np.zeros((0, self.config.num_actions), np.float32),
             value=np.concatenate(value) if value else np.zeros(0, np.float32),
+            ownership=np.concatenate(ownership) if ownership else np.zeros((0, n, n), np.int8),
+            score=np.concatenate(score) if score else np.zeros(0, np.float32),
+            final=np.concatenate(final) if final else np.zeros(0, bool),
             games=finished, seconds=time.perf_counter() - start,
             nn_evaluations=self.driver.evaluations - evaluations_before,
             false_resignations=false_resigns, playthrough_resignations=playthrough_resigns)
@@ -158,7 +172,16 @@ class SelfPlay:
         if self.resigned_by[game]:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]
-        values = result * self.to_play[game, :length].astype(np.float32)
+        to_play = self.to_play[game, :length].astype(np.float32)
+        values = result * to_play
+        n = self.config.board_size
+        if self.resigned_by[game]:
+            owner, final = np.zeros((n, n), np.int8), False
+            score = 0.0
+        else:
+            owner, final = area_ownership(go.board([game])[0]), True
         kept = self.full[game, :length]
+        side = self.to_play[game, :length][kept]
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
-                        values[kept])
+                        values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
+                        (score * side).astype(np.float32), np.full(len(side), final))

@@ -293,3 +293,21 @@ def test_cli_checkpoint_against_gnugo_and_rating(tiny_run, tmp_path):
     assert code == 0
     assert "ckpt:1 vs random" in out.getvalue() or "random vs ckpt:1" in out.getvalue()
     assert output.read_text().startswith('{"iteration": 1, "elo": ')
+
+
+def test_cli_plays_an_exported_model_file(tiny_run, tmp_path):
+    import evaluate
+    import export_model
+    model = tmp_path / "tiny.npz"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert export_model.main(["--run", str(tiny_run), "--output", str(model)]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = evaluate.main(["--black", f"model:{model}", "--white", "random", "--games", "4",
+                              "--sims", "2"])
+    assert code == 0
+    text = out.getvalue()
+    assert text.startswith("5x5, komi 7.5")               # the model's config sets the game
+    assert "A = model:tiny.npz, B = random: 4 games (A black in 2, white in 2)" in text
+    with pytest.raises(SystemExit, match="9x9"), contextlib.redirect_stderr(io.StringIO()):
+        evaluate.main(["--black", f"model:{model}", "--white", "random", "--board-size", "9"])

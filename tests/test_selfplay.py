@@ -120,3 +120,38 @@ def test_playout_cap_randomization_keeps_only_fully_searched_positions():
     # A fast search needs fewer evaluations: fewer than the plain loop's 12 per move played
     # (a new root is one more; reused subtrees make some moves cheaper still).
     assert sum(calls) < moves * (0.25 * 13 + 0.75 * 3) * 1.1
+
+
+def test_ownership_and_score_targets_come_from_the_final_position():
+    config = tiny(num_games=4, simulations=4)
+    batch = SelfPlay(config, constant_evaluator(0.0, config.num_actions), seed=7).play(100)
+    start = 0
+    n = config.board_size
+    for game in batch.games:
+        final = replay(config.board_size, config.komi, game.moves)
+        board = final.board()[0]
+        rows = slice(start, start + len(game.moves))
+        side = np.where(np.arange(len(game.moves)) % 2 == 0, 1, -1)     # black moves first
+        assert batch.final[rows].all()
+        # From the side to move's view, the owners flip sign with the side.
+        black_view = batch.ownership[rows] * side[:, None, None]
+        assert (black_view == black_view[0]).all()
+        owner = black_view[0]
+        # Every stone owns its point; the area count minus komi is the engine's own score.
+        assert (owner[board != 0] == board[board != 0]).all()
+        assert owner.sum() - config.komi == final.score()[0] == game.score
+        np.testing.assert_array_equal(batch.score[rows], game.score * side)
+        # An empty point is owned only if all its empty region's neighbours are that colour.
+        for r, c in zip(*np.nonzero((board == 0) & (owner != 0))):
+            neighbours = [board[rr, cc] for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1),
+                                                       (r, c + 1)) if 0 <= rr < n and 0 <= cc < n]
+            assert -owner[r, c] not in neighbours
+        start += len(game.moves)
+    assert start == batch.positions
+
+
+def test_resigned_games_have_no_final_targets():
+    config = tiny(num_games=6, simulations=2, resign_threshold=-0.5, resign_playthrough=0.0)
+    batch = SelfPlay(config, constant_evaluator(1.0, config.num_actions), seed=1).play(6)
+    assert batch.games and all(game.resigned for game in batch.games)
+    assert not batch.final.any() and not batch.ownership.any() and not batch.score.any()

@@ -436,7 +436,7 @@ def test_replay_samples_are_symmetric_images_of_stored_positions():
     buffer = ReplayBuffer(capacity=16, board_size=5, input_planes=TINY.input_planes)
     buffer.add(planes, policy, value)
 
-    sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))
+    sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))[:3]
     images = {}  # every (stored position, symmetry) pair: its planes, policy and value
     for k in range(8):
         for i in range(stored):
@@ -550,6 +550,9 @@ def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(
     seconds = [line["cpu_seconds"] for line in metrics(run)]
     assert 0 < seconds[0] < seconds[1] < seconds[2] <= used
     assert seconds[2] <= used - before   # both loops ran inside the test's own CPU time
+    # A CPU budget already spent stops the run before another iteration.
+    code, _, err = run_main(run, "--max_cpu_seconds", str(seconds[2]))
+    assert code == 0 and "CPU seconds reached" in err and len(metrics(run)) == 3
     assert [line["games"] for line in metrics(run)] == sorted({l["games"] for l in metrics(run)})
 
 
@@ -574,3 +577,42 @@ def test_gnugo_level_climbs_after_a_match_won_at_the_promotion_rate(tmp_path, mo
     assert [line["gnugo_level"] for line in metrics(run)] == [0, 1, 1]
     _, counters = read_checkpoint(run, 3)
     assert counters["gnugo_level"] == 2
+
+
+def test_replay_ownership_samples_turn_with_their_planes():
+    n = TINY.board_size
+    rng = np.random.default_rng(4)
+    buffer = ReplayBuffer(64, n, TINY.input_planes)
+    stones = rng.integers(-1, 2, (20, n, n))
+    planes = np.zeros((20, n, n, TINY.input_planes), np.uint8)
+    planes[..., 0], planes[..., 1] = stones == 1, stones == -1
+    policy = np.full((20, n * n + 1), 1 / (n * n + 1), np.float32)
+    final = np.arange(20) % 3 != 0
+    buffer.add(planes, policy, np.zeros(20, np.float32), stones.astype(np.int8),
+               np.arange(20, dtype=np.float32), final)
+    sample = buffer.sample(256, np.random.default_rng(2))
+    # Ownership was the stones: under any symmetry it still is, point for point.
+    np.testing.assert_array_equal(sample.ownership, sample.planes[..., 0] - sample.planes[..., 1])
+    assert set(sample.final.tolist()) == {0.0, 1.0}
+    # The score travels with its position (score i was stored with position i), scaled by N*N.
+    stored = np.rint(sample.score * n * n).astype(int)
+    np.testing.assert_array_equal(sample.final, final[stored].astype(np.float32))
+
+
+def test_auxiliary_heads_and_playout_caps_train_end_to_end(tmp_path):
+    run = tmp_path / "aux"
+    code, _, err = run_main(run, "--iterations", "2", "--aux_heads", "true",
+                            "--full_search_share", "0.5", "--fast_simulations", "2")
+    assert code == 0, err
+    records = metrics(run)
+    # Only the fully searched moves were kept: about half of the moves played.
+    for record, before in zip(records, [0] + [r["positions"] for r in records]):
+        kept = record["positions"] - before
+        assert kept == len(read_chunk(run, record["iteration"])["value"])
+        assert 0.2 * record["selfplay_moves"] < kept < 0.8 * record["selfplay_moves"]
+    trained = [r for r in records if "loss_policy" in r]
+    assert trained and all(r["loss_ownership"] > 0 and r["loss_score"] >= 0 for r in trained)
+    chunk = read_chunk(run, 1)
+    assert chunk["ownership"].shape == chunk["planes"].shape[:3] and chunk["final"].any()
+    code, _, err = run_main(run, "--iterations", "3")      # aux_heads shapes the net
+    assert code == 2 and "aux_heads: run has True, command asks False" in err

@@ -29,6 +29,11 @@ class Config:
     filters: int = 32
     value_hidden: int = 64
     l2: float = 1e-4
+    # Auxiliary heads (KataGo): each point's final owner and the final score margin, targets
+    # from the Tromp-Taylor end position of each self-play game; trained, not used in play.
+    aux_heads: bool = False
+    ownership_loss_weight: float = 1.5
+    score_loss_weight: float = 1.0
 
     # The search (py_util/).
     simulations: int = 48
@@ -75,6 +80,7 @@ class Config:
     sgf_samples: int = 2               # self-play games saved as SGF per iteration
     seed: int = 0
     iterations: int = 0                # 0 means run until stopped
+    max_cpu_seconds: float = 0.0       # stop after the iteration that reaches this cpu_seconds; 0: never
 
     @property
     def resolved_max_moves(self) -> int:
@@ -113,6 +119,7 @@ class Config:
              and all(rate > 0 for _, rate in self.learning_rates),
              "learning_rates steps must increase and rates be positive"),
             (self.positions_per_iteration >= 1, "positions_per_iteration must be >= 1"),
+            (self.max_cpu_seconds >= 0, "max_cpu_seconds must be >= 0"),
             (self.eval_games_random >= 1, "eval_games_random must be >= 1"),
         ]
         for ok, message in checks:
@@ -135,7 +142,7 @@ class Config:
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
-    SHAPE_FIELDS = ("board_size", "history", "blocks", "filters", "value_hidden")
+    SHAPE_FIELDS = ("board_size", "history", "blocks", "filters", "value_hidden", "aux_heads")
 
     def incompatibilities(self, saved: "Config") -> list[str]:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"

@@ -53,9 +53,11 @@ def build_trainer(config: Config):
     from architectures import Trainer, build_model
     keras.utils.set_random_seed(config.seed)
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
-                        l2=config.l2, value_hidden=config.value_hidden)
+                        l2=config.l2, value_hidden=config.value_hidden,
+                        aux_heads=config.aux_heads)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
-                   momentum=config.momentum)
+                   momentum=config.momentum, ownership_loss_weight=config.ownership_loss_weight,
+                   score_loss_weight=config.score_loss_weight)
 
 
 def is_model_file(source: str | os.PathLike) -> bool:
