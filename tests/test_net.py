@@ -70,9 +70,12 @@ def randomise_batch_norm(model, seed):
             layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
 
 
-@pytest.mark.parametrize("blocks", [0, 1, 3])
-def test_folded_batch_norm_matches_the_keras_model(blocks):
-    model = tiny_model(seed=blocks, blocks=blocks, filters=16)
+@pytest.mark.parametrize("blocks, global_pooling", [(0, False), (1, False), (3, False),
+                                                    (2, True)])
+def test_folded_batch_norm_matches_the_keras_model(blocks, global_pooling):
+    keras.utils.set_random_seed(blocks)
+    model = build_model(BOARD, PLANES, blocks=blocks, filters=16, global_pooling=global_pooling)
+    assert ("gpool_dense" in {layer.name for layer in model.layers}) == global_pooling
     randomise_batch_norm(model, seed=blocks)
     planes = random_planes(12, seed=blocks)
     folded = CompiledNet(model, batch_size=12)

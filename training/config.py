@@ -32,6 +32,7 @@ class Config:
     # Auxiliary heads (KataGo): each point's final owner and the final score margin, targets
     # from the Tromp-Taylor end position of each self-play game; trained, not used in play.
     aux_heads: bool = False
+    global_pooling: bool = False       # a global pooling bias at the end of the trunk (resnet.py)
     ownership_loss_weight: float = 1.5
     score_loss_weight: float = 1.0
 
@@ -142,7 +143,8 @@ class Config:
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
-    SHAPE_FIELDS = ("board_size", "history", "blocks", "filters", "value_hidden", "aux_heads")
+    SHAPE_FIELDS = ("board_size", "history", "blocks", "filters", "value_hidden", "aux_heads",
+                    "global_pooling")
 
     def incompatibilities(self, saved: "Config") -> list[str]:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"

@@ -54,7 +54,7 @@ def build_trainer(config: Config):
     keras.utils.set_random_seed(config.seed)
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
                         l2=config.l2, value_hidden=config.value_hidden,
-                        aux_heads=config.aux_heads)
+                        aux_heads=config.aux_heads, global_pooling=config.global_pooling)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
                    momentum=config.momentum, ownership_loss_weight=config.ownership_loss_weight,
                    score_loss_weight=config.score_loss_weight)
