@@ -51,7 +51,7 @@ class Config:
     # Playout cap randomization (KataGo, Wu 2019): each self-play move gets the full search
     # (`simulations`, root noise) with probability full_search_share, else a fast search
     # (`fast_simulations`, no noise); only fully searched positions become training positions.
-    # 1.0: every move is searched fully (off).
+    # 1.0 (or more): every move is searched fully (off).
     full_search_share: float = 1.0
     fast_simulations: int = 16
 
@@ -102,7 +102,7 @@ class Config:
             (self.blocks >= 0 and self.filters >= 1, "blocks >= 0 and filters >= 1"),
             (self.simulations >= 1, "simulations must be >= 1"),
             (self.leaves_per_game >= 1, "leaves_per_game must be >= 1"),
-            (0 < self.full_search_share <= 1, "full_search_share must be in (0, 1]"),
+            (self.full_search_share > 0, "full_search_share must be > 0"),
             (1 <= self.fast_simulations, "fast_simulations must be >= 1"),
             (self.num_games >= 1, "num_games must be >= 1"),
             (self.train_batch_size >= 1, "train_batch_size must be >= 1"),
