@@ -1,6 +1,7 @@
 """The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
 
-    python bp_tree.py [--run NAME] [--preset cpu|tiny|paper] [--FIELD VALUE ...]
+    python bp_tree.py [--run NAME] [--preset cpu|tiny|paper|9x9] [--FIELD VALUE ...]
+    python bp_tree.py --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
 
 Run again with the same --run to resume exactly where the last complete iteration left off
 (see training/run_directory.py for what "complete" means and what is written where).
@@ -15,11 +16,22 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
 
     python bp_tree.py --progress [ARGS]   prints the newest checkpoint's iteration of the
                                           run ARGS name (0 if none), for run.sh
+--init_from only applies to a run without a checkpoint: weights only, a fresh optimizer and
+an empty replay buffer; a source of another board size or net shape is refused.
+
+Bookkeeping kept in the checkpoint's counters and written to metrics.jsonl each iteration:
+`cpu_seconds`, the process's CPU time (time.process_time, all threads: self-play, training,
+evaluation, and the start-up from TensorFlow's import on) summed over the processes that ran
+the run's complete iterations (an iteration killed midway is not counted); `child_cpu_seconds`, the same for finished child
+processes (GNU Go); `games`, self-play games; `gnugo_level`, the level of the next GNU Go match:
+it starts at config.gnugo_level and goes up one after a match won at >= gnugo_promotion.
 """
 from __future__ import annotations
 
 import math
 import os
+import resource
+import shlex
 import sys
 import time
 import zipfile
@@ -35,7 +47,7 @@ from games.ratings import elo_step
 from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from training.config import Config
-from training.nets import build_trainer, open_net
+from training.nets import NetOpenError, build_trainer, init_weights, open_net
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
@@ -47,8 +59,16 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def child_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 class TrainingLoop:
-    def __init__(self, config: Config, run: RunDirectory):
+    def __init__(self, config: Config, run: RunDirectory, init_from: str | None = None,
+                 command: str = ""):
+        # CPU time counts from here: TensorFlow's import and the resume included.
+        self._cpu_mark, self._child_cpu_mark = time.process_time(), child_cpu_seconds()
         # Deferred: TensorFlow (and what imports it) loads only once the run is prepared.
         import tensorflow as tf
         from architectures import CompiledNet
@@ -61,16 +81,19 @@ class TrainingLoop:
         # batch cost about a fifth of the net's time (bench_selfplay.py).
         self.net = CompiledNet(self.trainer.model, config.num_games, shapes=8)
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
-                         "wall_time_s": 0.0}
+                         "wall_time_s": 0.0, "cpu_seconds": 0.0, "child_cpu_seconds": 0.0,
+                         "gnugo_level": config.gnugo_level, "commands": []}
         self.buffer = ReplayBuffer(config.replay_window, config.board_size, config.input_planes)
-        self._resume()
+        self._resume(init_from)
+        if command:
+            self.counters["commands"] = [*self.counters.get("commands", []), command]
         iteration = self.counters["iteration"]
         self.rng = np.random.default_rng([config.seed, iteration])
         self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
         self.tf = tf
 
-    def _resume(self) -> None:
+    def _resume(self, init_from: str | None) -> None:
         try:
             loaded = self.run.load_latest_checkpoint(accept=self.trainer.load_state_dict)
         except CheckpointError as error:
@@ -78,8 +101,20 @@ class TrainingLoop:
             raise SystemExit(EXIT_DAMAGED) from None
         if loaded is None:
             self.run.discard_after(0)
-            log(f"starting a new run in {self.run.path}")
+            if init_from is None:
+                log(f"starting a new run in {self.run.path}")
+                return
+            try:
+                found = init_weights(self.trainer, self.config, init_from, log=log)
+            except NetOpenError as error:
+                log(f"bp_tree: --init_from: {error}")
+                raise SystemExit(EXIT_REFUSED) from None
+            self.counters["init_from"] = str(found.path) + (
+                f" iteration {found.iteration}" if found.iteration is not None else "")
+            log(f"starting a new run in {self.run.path} from the weights of {found.label}")
             return
+        if init_from is not None:
+            log(f"--init_from {init_from} ignored: {self.run.path} resumes from its own checkpoint")
         _, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         iteration = self.counters["iteration"]
@@ -100,12 +135,14 @@ class TrainingLoop:
                   unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
             batch = self.selfplay.play(config.positions_per_iteration,
                                        progress=lambda done: bar.update(done - bar.n))
-        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(batch.planes, batch.policy, batch.value))
-        self.buffer.add(batch.planes, batch.policy, batch.value)
+        targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
+                   batch.final)
+        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(*targets))
+        self.buffer.add(*targets)
 
         losses = self._train(batch.positions, iteration)
 
-        # Greedy from the first move (no sampled opening): the net at its strongest.
+        # Greedy after the match's random openings: the net at its strongest.
         evaluation = play_pair(config, self.net, "random", config.eval_games_random,
                                config.eval_simulations, seed=config.seed + iteration,
                                parallel=min(config.eval_games_random, config.num_games),
@@ -127,6 +164,7 @@ class TrainingLoop:
             "win_rate_random": evaluation.win_rate,
             "random_games": evaluation.games,
             "selfplay_games": len(batch.games),
+            "selfplay_moves": sum(len(g.moves) for g in batch.games),   # fast searches included
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
             "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
             "replay_size": len(self.buffer),
@@ -138,6 +176,12 @@ class TrainingLoop:
             record["false_resign_rate"] = batch.false_resignations / batch.playthrough_resignations
         if config.gnugo_every and iteration % config.gnugo_every == 0:
             record.update(self._rated_evaluations(iteration))
+        cpu, child_cpu = time.process_time(), child_cpu_seconds()
+        self.counters["cpu_seconds"] += cpu - self._cpu_mark
+        self.counters["child_cpu_seconds"] += child_cpu - self._child_cpu_mark
+        self._cpu_mark, self._child_cpu_mark = cpu, child_cpu
+        record["cpu_seconds"] = round(self.counters["cpu_seconds"], 2)
+        record["child_cpu_seconds"] = round(self.counters["child_cpu_seconds"], 2)
         run.append_metrics(record)
         self._tensorboard(record)
         # The checkpoint comes last: it is what makes this iteration complete.
@@ -153,12 +197,15 @@ class TrainingLoop:
         rated net, and a random player before it, sit at 0)."""
         config, record = self.config, {}
         seed = config.seed * 7919 + iteration
+        level = int(self.counters.get("gnugo_level", config.gnugo_level))
         try:
-            report = play_against_gnugo(config, self.net, config.gnugo_level, config.gnugo_games,
+            report = play_against_gnugo(config, self.net, level, config.gnugo_games,
                                         config.eval_simulations, seed=seed, log=log)
             if report.games:
-                record.update(win_rate_gnugo=report.win_rate, gnugo_level=config.gnugo_level,
-                              gnugo_games=report.games)
+                record.update(win_rate_gnugo=report.win_rate, gnugo_level=level,
+                              gnugo_games=report.games, gnugo_distinct=report.distinct_games)
+                if report.win_rate >= config.gnugo_promotion and level < 10:
+                    self.counters["gnugo_level"] = level + 1
         except (GnuGoNotFound, GnuGoError) as error:
             log(f"iteration {iteration}: no GNU Go match ({error})")
         reference = self.counters.get("rated_iteration")
@@ -185,14 +232,17 @@ class TrainingLoop:
         done = skipped = 0
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
-            planes, policy, value = self.buffer.sample(config.train_batch_size, self.rng)
-            stats = self.trainer.train_step(planes, policy, value)
+            sample = self.buffer.sample(config.train_batch_size, self.rng)
+            auxiliary = sample[3:] if config.aux_heads else ()
+            stats = self.trainer.train_step(*sample[:3], *auxiliary)
             if stats.get("skipped"):
                 skipped += 1
                 continue
             done += 1
-            for key in ("loss_policy", "loss_value", "loss_l2", "loss_total"):
-                totals[key] = totals.get(key, 0.0) + float(stats[key])
+            for key in ("loss_policy", "loss_value", "loss_l2", "loss_total", "loss_ownership",
+                        "loss_score"):
+                if key in stats:
+                    totals[key] = totals.get(key, 0.0) + float(stats[key])
             totals["learning_rate"] = float(stats["learning_rate"])
         self.counters["train_steps"] += steps
         result = {key: round(value / max(done, 1), 5) if key != "learning_rate" else value
@@ -257,6 +307,7 @@ def main(argv=None) -> int:
         print(iterations[-1] if iterations else 0)
         return 0
     config, args = Config.from_args(argv)
+    command = shlex.join(["bp_tree.py", *argv])
     run = RunDirectory(resolve_run_path(args.run), log=log)
     try:
         run.lock()
@@ -266,10 +317,14 @@ def main(argv=None) -> int:
             log(f"bp_tree: {error}")
             return EXIT_REFUSED
         colorama.just_fix_windows_console()
-        loop = TrainingLoop(config, run)
+        loop = TrainingLoop(config, run, init_from=args.init_from, command=command)
         log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
             f"{config.simulations} simulations, {config.num_games} games at once")
         while not config.iterations or loop.counters["iteration"] < config.iterations:
+            if config.max_cpu_seconds and loop.counters["cpu_seconds"] >= config.max_cpu_seconds:
+                log(f"run {run.path}: {loop.counters['cpu_seconds']:.0f} CPU seconds reached "
+                    f"(max_cpu_seconds {config.max_cpu_seconds:g})")
+                break
             record = loop.iterate()
             print(summary_line(record), flush=True)
         return 0

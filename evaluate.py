@@ -4,12 +4,14 @@
     python evaluate.py --run runs/NAME --rating [--checkpoints 4] [--games 20] [--sims 48]
     python evaluate.py --black random --white gnugo:0 --board-size 7 --komi 7.5 --games 20
 
-Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`, `random`.
+Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `model:PATH` (a model file,
+e.g. models/9x9.npz: without --run its config sets the game), `gnugo:LEVEL`, `random`.
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
 the cross-check of our score against a fresh GNU Go's final_score (games/matches.py has the
-rules).
+rules). Every game starts from `--random-openings` random moves (default 2), each opening
+played once with each colour.
 
 --rating plays a round robin between the run's newest checkpoints (`--checkpoints`, default all
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
@@ -56,8 +58,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=None,
                         help="games played at once (default min(games, 32))")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--opening-moves", type=int, default=1,
-                        help="a net's first moves sampled by visit count, for distinct games")
+    parser.add_argument("--random-openings", type=int, default=2,
+                        help="random opening moves of every game (games 2k and 2k+1 share one "
+                             "opening, colours swapped); 0 starts every game from the empty board")
+    parser.add_argument("--opening-moves", type=int, default=0,
+                        help="a net's own first moves sampled by visit count (default greedy)")
     parser.add_argument("--checkpoints", type=int, default=None,
                         help="with --rating: the newest this many checkpoints (default all kept)")
     parser.add_argument("--gnugo-levels", default="",
@@ -83,6 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
+    if args.random_openings < 0 or args.opening_moves < 0:
+        parser.error("--random-openings and --opening-moves must be at least 0")
     if args.sims is not None and args.sims < 0:
         parser.error("--sims must be >= 0")
     return args
@@ -115,6 +122,13 @@ class Checkpoints:
 
 
 def load_config(args: argparse.Namespace):
+    models = [spec[len("model:"):] for spec in (args.player_a, args.player_b)
+              if spec and spec.startswith("model:")]
+    if not args.run and models and args.board_size is None and args.komi is None:
+        try:
+            return read_config(models[0])[0], None
+        except NetOpenError as error:
+            raise SystemExit(f"evaluate: {error}") from None
     if not args.run:
         try:
             return Config(board_size=args.board_size or 7,
@@ -127,7 +141,8 @@ def load_config(args: argparse.Namespace):
         raise SystemExit(f"evaluate: {error}") from None
 
 
-def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[object, str]:
+def entry_for(spec: str, config, checkpoints: Checkpoints | None,
+              batch_size: int) -> tuple[object, str]:
     """(make_player entry, display name) of a command-line player."""
     kind, _, value = spec.partition(":")
     if kind == "random" and not value:
@@ -144,7 +159,18 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[objec
             return checkpoints.net(iteration), f"ckpt:{iteration}"
         except NetOpenError as error:
             raise SystemExit(f"evaluate: {error}") from None
-    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L or random")
+    if kind == "model" and value:
+        try:
+            opened = open_net(value, batch_size=batch_size, log=log)
+        except NetOpenError as error:
+            raise SystemExit(f"evaluate: {error}") from None
+        if opened.config.board_size != config.board_size:
+            raise SystemExit(f"evaluate: {spec} is a {opened.config.board_size}x"
+                             f"{opened.config.board_size} model; the game is {config.board_size}x"
+                             f"{config.board_size}")
+        return opened.net, f"model:{Path(value).name}"
+    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, model:PATH, "
+                     f"gnugo:L or random")
 
 
 def write_sgf(directory: str, report) -> None:
@@ -162,18 +188,19 @@ def main(argv=None) -> int:
     try:
         if args.rating:
             return rating(args, config, checkpoints, games, simulations, parallel)
-        entry_a, name_a = entry_for(args.player_a, config, checkpoints)
-        entry_b, name_b = entry_for(args.player_b, config, checkpoints)
+        entry_a, name_a = entry_for(args.player_a, config, checkpoints, parallel)
+        entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
         if name_a == name_b:
             name_a, name_b = f"A {name_a}", f"B {name_b}"
         searching = (f"{simulations} simulations per net move, "
-                     if "ckpt" in (name_a + name_b) else "")
+                     if "ckpt" in (name_a + name_b) or "model" in (name_a + name_b) else "")
         print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
               f"{'positional superko' if config.superko else 'simple ko'}, "
               f"{searching}{games} games ({parallel} at once)", flush=True)
         report = play_pair(config, entry_a, entry_b, games, simulations, seed=args.seed,
                            parallel=parallel, names=(name_a, name_b),
-                           opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+                           opening_moves=args.opening_moves,
+                           random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
     except GnuGoNotFound as error:
         log(f"evaluate: {error}")
         return 2
@@ -204,7 +231,8 @@ def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
     print(f"round robin of {', '.join(entries)}: {games} games per pair, {simulations} "
           f"simulations per net move", flush=True)
     reports = round_robin(config, entries, games, simulations, seed=args.seed, parallel=parallel,
-                          opening_moves=args.opening_moves, gnugo_path=args.gnugo, log=log)
+                          opening_moves=args.opening_moves,
+                          random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
     for report in reports:
         low, high = report.interval()
         print(f"  {report.player_a} vs {report.player_b}: {report.wins}-{report.losses}"

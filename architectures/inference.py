@@ -103,7 +103,7 @@ class CompiledNet:
             if fold_batch_norm:
                 logits, value = inference_forward(model, planes)
             else:
-                logits, value = model(planes, training=False)
+                logits, value = model(planes, training=False)[:2]   # auxiliary heads unused
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}
@@ -181,11 +181,14 @@ class CompiledNet:
                     np.empty(0, dtype=np.float32))
         if rows <= self.batch_size:
             policy, value = self._session.run(None, {"planes": planes})
-            return policy, value
-        parts = [self._session.run(None, {"planes": planes[start:start + self.batch_size]})
-                 for start in range(0, rows, self.batch_size)]
-        return (np.concatenate([part[0] for part in parts]),
-                np.concatenate([part[1] for part in parts]))
+        else:
+            parts = [self._session.run(None, {"planes": planes[start:start + self.batch_size]})
+                     for start in range(0, rows, self.batch_size)]
+            policy = np.concatenate([part[0] for part in parts])
+            value = np.concatenate([part[1] for part in parts])
+        # ONNX Runtime's Tanh can round to 1 + 1 ulp (seen: 1.00000012); the search demands
+        # values in [-1, 1].
+        return policy, np.clip(value, -1.0, 1.0, out=value)
 
 
 def mask_policy(policy: np.ndarray, legal: np.ndarray) -> np.ndarray:

@@ -76,6 +76,13 @@ def onnx_model(model):
         y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
         x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
         block += 1
+    if "gpool_dense" in layer:   # the global pooling bias, as resnet.py's inference_forward
+        pooled = node("Flatten", [node("Concat", [node("GlobalAveragePool", [x]),
+                                                  node("GlobalMaxPool", [x])], axis=1)])
+        width = layer["gpool_dense"].kernel.shape[1]
+        bias = node("Reshape", [dense(pooled, "gpool_dense"),
+                                constant("gpool_shape", np.array([-1, width, 1, 1], np.int64))])
+        x = node("Relu", [node("Add", [x, bias])])
     policy = dense(flatten_nhwc(conv_bn(x, "policy_conv", "policy_bn")), "policy_logits")
     nodes.append(helper.make_node("Softmax", [policy], ["policy"], axis=-1))
     value = node("Relu", [dense(flatten_nhwc(conv_bn(x, "value_conv", "value_bn")), "value_hidden")])

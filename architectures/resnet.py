@@ -4,6 +4,17 @@ Input: NHWC float32 planes (B, N, N, C) exactly as `GoBatch.features()` builds t
 Outputs, in this order:
   policy_logits  float32 (B, N*N+1)  unnormalised; column N*N is pass
   value          float32 (B, 1)      tanh, the expected result for the side to move
+and with `aux_heads` (KataGo's auxiliary targets, trained only; play reads policy and value):
+  ownership      float32 (B, N, N)   logits y: tanh(y) is the expected final owner of each
+                                     point, +1 the side to move, -1 the opponent
+  score          float32 (B, 1)      the final area margin for the side to move (komi
+                                     included) divided by N*N, linear, from the value head's
+                                     hidden layer
+
+With `global_pooling` the trunk ends in a global pooling bias (after KataGo's): the mean and
+the max of each channel over the board go through a dense layer to one bias per channel,
+added to every point before a ReLU, so each point's features see the whole board (a
+convolution stack of this depth sees at most 2 * blocks + 1 points away).
 
 Convolutions carry no bias (the batch norm after each one has the offset). L2 weight decay is
 attached as Keras `kernel_regularizer`s on every convolution and dense kernel (not on biases or
@@ -32,8 +43,11 @@ def build_model(
     filters: int,
     l2: float = 1e-4,
     value_hidden: int = 64,
+    aux_heads: bool = False,
+    global_pooling: bool = False,
 ) -> keras.Model:
-    """A functional Keras model: stem, `blocks` residual blocks, policy and value heads."""
+    """A functional Keras model: stem, `blocks` residual blocks, policy and value heads (and
+    with `aux_heads` the ownership and score heads)."""
     for name, value, low in (
         ("board_size", board_size, 2),
         ("input_planes", input_planes, 1),
@@ -66,6 +80,13 @@ def build_model(
         y = conv(y, filters, 3, f"{prefix}_conv2")
         y = batch_norm(y, f"{prefix}_bn2")
         x = layers.ReLU(name=f"{prefix}_relu2")(layers.Add(name=f"{prefix}_add")([x, y]))
+    if global_pooling:
+        pooled = layers.Concatenate(name="gpool_concat")([
+            layers.GlobalAveragePooling2D(name="gpool_mean")(x),
+            layers.GlobalMaxPooling2D(name="gpool_max")(x)])
+        bias = layers.Dense(filters, kernel_regularizer=regularizer, name="gpool_dense")(pooled)
+        bias = layers.Reshape((1, 1, filters), name="gpool_reshape")(bias)
+        x = layers.ReLU(name="gpool_relu")(layers.Add(name="gpool_add")([x, bias]))
 
     p = conv(x, 2, 1, "policy_conv")
     p = layers.ReLU(name="policy_relu")(batch_norm(p, "policy_bn"))
@@ -80,8 +101,14 @@ def build_model(
     v = layers.Dense(value_hidden, activation="relu", kernel_regularizer=regularizer,
                      name="value_hidden")(v)
     value = layers.Dense(1, activation="tanh", kernel_regularizer=regularizer, name="value")(v)
+    outputs = [policy_logits, value]
+    if aux_heads:
+        o = layers.Conv2D(1, 1, padding="same", kernel_regularizer=regularizer,
+                          name="ownership_conv")(x)
+        outputs.append(layers.Reshape((board_size, board_size), name="ownership")(o))
+        outputs.append(layers.Dense(1, kernel_regularizer=regularizer, name="score")(v))
 
-    return keras.Model(planes, [policy_logits, value],
+    return keras.Model(planes, outputs,
                        name=f"resnet_{board_size}x{board_size}_{blocks}x{filters}")
 
 
@@ -111,6 +138,9 @@ def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor,
         y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
         x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
         block += 1
+    if "gpool_dense" in layer:
+        pooled = tf.concat([tf.reduce_mean(x, axis=[1, 2]), tf.reduce_max(x, axis=[1, 2])], -1)
+        x = tf.nn.relu(x + dense(pooled, "gpool_dense")[:, None, None, :])
     policy = tf.reshape(conv_bn(x, "policy_conv", "policy_bn"), [batch, -1])
     value = tf.reshape(conv_bn(x, "value_conv", "value_bn"), [batch, -1])
     value = tf.tanh(dense(tf.nn.relu(dense(value, "value_hidden")), "value"))

@@ -15,6 +15,16 @@ includes the targets' own entropy, so it does not fall to 0), loss_value = (valu
 loss_l2 = sum of the model's kernel regularizers (`l2 * sum(kernel ** 2)`, see resnet.py),
 loss_total = loss_policy + value_loss_weight * loss_value + loss_l2.
 
+A model with auxiliary heads (build_model(aux_heads=True)) also takes, per sample, the final
+ownership int/float (B, N, N) in {-1, 0, +1} from the side to move's view, the final score
+margin (B,) from the same view divided by N*N, and `final` (B,) 1.0 where those targets
+exist (0.0: a resigned game, whose end position was never played out):
+  loss_ownership = mean over samples with final, and points, of the cross-entropy between
+                   (1 + target) / 2 and (1 + tanh(y)) / 2 = sigmoid(2y)
+  loss_score     = mean over samples with final of (score - target) ** 2
+  loss_total    += ownership_loss_weight * loss_ownership + score_loss_weight * loss_score
+Symmetry augmentation applies to the ownership target as to the planes.
+
 The learning rate is piecewise constant in the trainer's step counter, which counts every
 call of `train_step`, skipped or not: with pairs [(0, a), (s, b)] steps 0..s-1 use a and
 steps from s on use b. A step whose loss, gradients or new batch-norm statistics are not all
@@ -51,6 +61,8 @@ class Trainer:
         momentum: float = 0.9,
         nesterov: bool = False,
         value_loss_weight: float = 1.0,
+        ownership_loss_weight: float = 1.5,
+        score_loss_weight: float = 1.0,
     ):
         if int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -60,6 +72,9 @@ class Trainer:
         self.board_size, _, self.input_planes = tuple(model.input_shape[1:])
         self.num_actions = self.board_size * self.board_size + 1
         self.value_loss_weight = float(value_loss_weight)
+        self.aux_heads = len(model.outputs) == 4
+        self.ownership_loss_weight = float(ownership_loss_weight)
+        self.score_loss_weight = float(score_loss_weight)
 
         self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
@@ -81,6 +96,9 @@ class Trainer:
             tf.TensorSpec((batch, self.board_size, self.board_size, self.input_planes),
                           tf.float32),
             tf.TensorSpec((batch, self.num_actions), tf.float32),
+            tf.TensorSpec((batch,), tf.float32),
+            tf.TensorSpec((batch, self.board_size, self.board_size), tf.float32),
+            tf.TensorSpec((batch,), tf.float32),
             tf.TensorSpec((batch,), tf.float32),
         ])
         self._train_step.get_concrete_function()
@@ -106,9 +124,25 @@ class Trainer:
                 rate = value
         return rate
 
-    def train_step(self, planes, policy_targets, value_targets) -> dict:
-        """One SGD step on exactly `batch_size` samples; returns the losses before the step."""
+    def train_step(self, planes, policy_targets, value_targets, ownership=None, score=None,
+                   final=None) -> dict:
+        """One SGD step on exactly `batch_size` samples; returns the losses before the step.
+        ownership, score, final: the auxiliary targets (see the module docstring), needed
+        exactly when the model has the auxiliary heads."""
         batch = self.batch_size
+        n = self.board_size
+        if self.aux_heads != (ownership is not None):
+            raise ValueError("ownership, score and final targets are needed exactly when the "
+                             "model has auxiliary heads")
+        if ownership is None:
+            ownership, score, final = (np.zeros((batch, n, n), np.float32),
+                                       np.zeros(batch, np.float32), np.zeros(batch, np.float32))
+        ownership = np.asarray(ownership, dtype=np.float32)
+        score = np.asarray(score, dtype=np.float32).reshape(-1)
+        final = np.asarray(final, dtype=np.float32).reshape(-1)
+        if ownership.shape != (batch, n, n) or score.shape != (batch,) or final.shape != (batch,):
+            raise ValueError(f"ownership must be ({batch}, {n}, {n}), score and final ({batch},); "
+                             f"got {ownership.shape}, {score.shape}, {final.shape}")
         planes = np.asarray(planes, dtype=np.float32)
         policy_targets = np.asarray(policy_targets, dtype=np.float32)
         value_targets = np.asarray(value_targets, dtype=np.float32).reshape(-1)
@@ -121,14 +155,19 @@ class Trainer:
         if value_targets.shape != (batch,):
             raise ValueError(f"value_targets must have {batch} entries, "
                              f"got {value_targets.shape}")
-        values = self._train_step(planes, policy_targets, value_targets).numpy()
+        values = self._train_step(planes, policy_targets, value_targets, ownership, score,
+                                  final).numpy()
         weights_changed(self.model)
-        names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate")
+        names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate",
+                 "loss_ownership", "loss_score")
         stats = {name: float(value) for name, value in zip(names, values)}
+        if not self.aux_heads:
+            del stats["loss_ownership"], stats["loss_score"]
         stats["skipped"] = bool(values[-1] == 0.0)
         return stats
 
-    def _train_step_graph(self, planes, policy_targets, value_targets):
+    def _train_step_graph(self, planes, policy_targets, value_targets, ownership_targets,
+                          score_targets, final):
         model = self.model
         trainable = model.trainable_variables
         statistics = model.non_trainable_variables
@@ -138,13 +177,25 @@ class Trainer:
         saved_statistics = [tf.identity(variable.value) for variable in statistics]
         learning_rate = self._current_learning_rate()
         with tf.GradientTape() as tape:
-            logits, value = model(planes, training=True)
+            outputs = model(planes, training=True)
+            logits, value = outputs[0], outputs[1]
             log_policy = tf.nn.log_softmax(logits, axis=-1)
             loss_policy = -tf.reduce_mean(tf.reduce_sum(policy_targets * log_policy, axis=-1))
             loss_value = tf.reduce_mean(tf.square(tf.reshape(value, [-1]) - value_targets))
             regularization = model.losses
             loss_l2 = tf.add_n(regularization) if regularization else tf.constant(0.0)
             loss_total = loss_policy + self.value_loss_weight * loss_value + loss_l2
+            loss_ownership = loss_score = tf.constant(0.0)
+            if self.aux_heads:
+                samples = tf.maximum(tf.reduce_sum(final), 1.0)
+                per_point = tf.nn.sigmoid_cross_entropy_with_logits(
+                    labels=(1.0 + ownership_targets) / 2.0, logits=2.0 * outputs[2])
+                loss_ownership = tf.reduce_sum(
+                    tf.reduce_mean(per_point, axis=[1, 2]) * final) / samples
+                loss_score = tf.reduce_sum(
+                    tf.square(tf.reshape(outputs[3], [-1]) - score_targets) * final) / samples
+                loss_total += (self.ownership_loss_weight * loss_ownership
+                               + self.score_loss_weight * loss_score)
         gradients = tape.gradient(loss_total, trainable)
         checks = [tf.math.is_finite(loss_total)]
         checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
@@ -163,7 +214,8 @@ class Trainer:
 
         applied = tf.cond(finite, apply, undo)
         self._step.assign_add(1)
-        return tf.stack([loss_policy, loss_value, loss_l2, loss_total, learning_rate, applied])
+        return tf.stack([loss_policy, loss_value, loss_l2, loss_total, learning_rate,
+                         loss_ownership, loss_score, applied])
 
     def _state_variables(self) -> dict[str, tf.Variable]:
         named = {}

@@ -31,13 +31,17 @@ Rules of a game that involves GNU Go (the facts about GNU Go 3.8 they rest on ar
 - A GNU Go process that dies or hangs costs that game only: it is counted as not played and a
   message goes to stderr.
 
-Distinct games: on 7x7 two deterministic players repeat one game. A net plays greedily (most
-visits, temperature 0) except its first `opening_moves` moves, sampled by visit count
-(temperature 1); each GNU Go process gets its own `--seed` (seed * 100003 + game + 1), which
-changes its choice among equally valued moves. `MatchReport.distinct_games` shows the effect;
-measured on 7x7 against GNU Go level 10 (a 3x32 net, 48 simulations, 50 games): 14 distinct
-games with one sampled move, 26 with two, at a visible cost in strength, so the default is one.
-Read the Wilson interval with the number of distinct games in mind.
+Varied openings: two deterministic players repeat one game (on 7x7 a 3x32 net against GNU Go
+level 10 gave 14 distinct games in 50 with one sampled opening move). So by default every
+match starts from random openings: game g plays opening g // 2, `random_openings` (default 2)
+uniformly random legal non-pass moves drawn from numpy's default_rng([seed, g // 2]), played
+by the arbiter and shown to both players as moves played; games 2k and 2k + 1 play the same
+opening with the colours swapped, so an opening that favours one colour favours each player
+once. The opening moves are part of the record (`GameRecord.moves`, the SGF). A net then
+plays greedily (most visits) unless given `opening_moves`, its own first moves sampled by
+visit count; each GNU Go process gets its own `--seed` (seed * 100003 + game + 1).
+`MatchReport.distinct_games` counts distinct move sequences: read the Wilson interval with it
+in mind.
 
 The cleanup phase starts from a position without history: a ko or superko ban does not carry
 over the two passes (two passes clear a simple-ko ban anyway; GNU Go keeps its superko history).
@@ -61,6 +65,7 @@ from kernels import GoBatch, coords
 from training.config import Config
 
 DEFAULT_PARALLEL = 32
+RANDOM_OPENINGS = 2        # random opening plies of every game by default (see above)
 RESIGN = gnugo.RESIGN      # -1: the player resigns
 FAILED = -2                # the player could not move (its process died): the game is dropped
 MAIN, CLEANUP = 0, 1       # phases of a game
@@ -119,7 +124,7 @@ class NetPlayer(Player):
     after its first `opening_moves` moves, which are sampled by visit count."""
 
     def __init__(self, config: Config, evaluator, batch_size: int, simulations: int, *,
-                 seed: int = 0, opening_moves: int = 1, name: str = "net", num_threads: int = 1):
+                 seed: int = 0, opening_moves: int = 0, name: str = "net", num_threads: int = 1):
         self.name = name
         self.simulations = int(simulations)
         self.opening_moves = int(opening_moves)
@@ -373,12 +378,17 @@ class _Slot:
 
 def play_match(config: Config, player_a: Player, player_b: Player, games: int, *,
                parallel: int, seed: int = 0, referee: bool | None = None, gnugo_path=None,
+               random_openings: int = RANDOM_OPENINGS,
                log: Callable[[str], None] = log_to_stderr) -> MatchReport:
     """`games` games between two players built for a batch of `parallel` games; A is black in
-    even-numbered games. referee: cross-check finished games with a fresh GNU Go's final_score
-    (default: when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
+    even-numbered games, games 2k and 2k + 1 start from the same `random_openings` random
+    moves. referee: cross-check finished games with a fresh GNU Go's final_score (default:
+    when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
+    if random_openings < 0:
+        raise ValueError(f"random_openings must be >= 0, got {random_openings}")
     return _Match(config, player_a, player_b, games, parallel=parallel, seed=seed,
-                  referee=referee, gnugo_path=gnugo_path, log=log).play()
+                  referee=referee, gnugo_path=gnugo_path, random_openings=random_openings,
+                  log=log).play()
 
 
 class _Match:
@@ -387,8 +397,10 @@ class _Match:
     GNU Go cross-checks still running."""
 
     def __init__(self, config: Config, player_a: Player, player_b: Player, games: int, *,
-                 parallel: int, seed: int, referee: bool | None, gnugo_path, log):
+                 parallel: int, seed: int, referee: bool | None, gnugo_path, random_openings: int,
+                 log):
         self.config, self.games, self.parallel, self.log = config, games, parallel, log
+        self.seed, self.random_openings = int(seed), int(random_openings)
         self.players = (player_a, player_b)
         self.uses_gnugo = player_a.is_gnugo or player_b.is_gnugo
         self.referee = self.uses_gnugo if referee is None else referee
@@ -527,6 +539,27 @@ class _Match:
             indices = np.array([self.slots[s].game for s in starting], np.int64)
             for player in self.players:
                 player.new_games(starting, indices)
+            self.play_openings(starting)
+
+    def play_openings(self, starting: np.ndarray) -> None:
+        """The random opening moves of the games just started (see the module docstring)."""
+        if not self.random_openings:
+            return
+        generators = [np.random.default_rng([abs(self.seed), self.slots[s].game // 2])
+                      for s in starting.tolist()]
+        pass_move = self.config.board_size ** 2
+        for _ in range(self.random_openings):
+            legal = self.arbiter.legal_moves(starting)
+            moves = np.full(len(starting), pass_move, np.int64)
+            for row, generator in enumerate(generators):
+                choices = np.flatnonzero(legal[row, :pass_move])
+                if len(choices):
+                    moves[row] = choices[generator.integers(len(choices))]
+            self.arbiter.play(moves, slots=starting)
+            for slot, move in zip(starting.tolist(), moves.tolist()):
+                self.slots[slot].moves.append(int(move))
+            for player in self.players:
+                player.observe(starting, moves)
 
     def stop(self, slot: int) -> None:
         for player in self.players:
@@ -574,7 +607,8 @@ def _parallel(games: int, parallel: int | None) -> int:
 
 
 def play_against_gnugo(config: Config, evaluator, level: int, games: int, simulations: int,
-                       seed: int = 0, parallel: int | None = None, *, opening_moves: int = 1,
+                       seed: int = 0, parallel: int | None = None, *, opening_moves: int = 0,
+                       random_openings: int = RANDOM_OPENINGS,
                        gnugo_path=None, log: Callable[[str], None] = log_to_stderr) -> MatchReport:
     """The net (A) against GNU Go at `level` (B), colours alternating, `parallel` games at once
     (default min(games, 32)). Raises GnuGoNotFound before playing when there is no GNU Go; a
@@ -586,13 +620,14 @@ def play_against_gnugo(config: Config, evaluator, level: int, games: int, simula
     opponent = GnuGoPlayer(config, level, parallel, seed=seed, path=path, log=log)
     try:
         return play_match(config, net, opponent, games, parallel=parallel, seed=seed,
-                          gnugo_path=path, log=log)
+                          gnugo_path=path, random_openings=random_openings, log=log)
     finally:
         opponent.close()
 
 
 def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulations: int,
-                             seed: int = 0, parallel: int | None = None, *, opening_moves: int = 1,
+                             seed: int = 0, parallel: int | None = None, *, opening_moves: int = 0,
+                             random_openings: int = RANDOM_OPENINGS,
                              names: tuple[str, str] = ("A", "B")) -> MatchReport:
     """Two nets (evaluators) against each other, each searching its own moves through its own
     SearchingGames, all games in one batch per net; wins are net_a's."""
@@ -601,11 +636,12 @@ def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulatio
                          opening_moves=opening_moves, name=names[0])
     player_b = NetPlayer(config, net_b, parallel, simulations, seed=seed + 1,
                          opening_moves=opening_moves, name=names[1])
-    return play_match(config, player_a, player_b, games, parallel=parallel, seed=seed)
+    return play_match(config, player_a, player_b, games, parallel=parallel, seed=seed,
+                      random_openings=random_openings)
 
 
 def make_player(config: Config, entry, name: str, parallel: int, simulations: int, *,
-                seed: int = 0, opening_moves: int = 1, gnugo_path=None,
+                seed: int = 0, opening_moves: int = 0, gnugo_path=None,
                 log: Callable[[str], None] = log_to_stderr) -> Player:
     """A player from `entry`: "random", "gnugo:L" (GNU Go at level L), or an evaluator (a net)."""
     if isinstance(entry, str):
@@ -621,7 +657,7 @@ def make_player(config: Config, entry, name: str, parallel: int, simulations: in
 
 def play_pair(config: Config, entry_a, entry_b, games: int, simulations: int, *, seed: int = 0,
               parallel: int | None = None, names: tuple[str, str] = ("A", "B"),
-              opening_moves: int = 1, gnugo_path=None,
+              opening_moves: int = 0, random_openings: int = RANDOM_OPENINGS, gnugo_path=None,
               log: Callable[[str], None] = log_to_stderr) -> MatchReport:
     """A match between two entries of `make_player` (A black in even-numbered games)."""
     parallel = _parallel(games, parallel)
@@ -632,15 +668,16 @@ def play_pair(config: Config, entry_a, entry_b, games: int, simulations: int, *,
                                      seed=seed + 7919 * offset, opening_moves=opening_moves,
                                      gnugo_path=gnugo_path, log=log))
         return play_match(config, built[0], built[1], games, parallel=parallel, seed=seed,
-                          gnugo_path=gnugo_path, log=log)
+                          gnugo_path=gnugo_path, random_openings=random_openings, log=log)
     finally:
         for player in built:
             player.close()
 
 
 def round_robin(config: Config, entries: dict, games_per_pair: int, simulations: int, *,
-                seed: int = 0, parallel: int | None = None, opening_moves: int = 1,
-                gnugo_path=None, log: Callable[[str], None] = log_to_stderr) -> list[MatchReport]:
+                seed: int = 0, parallel: int | None = None, opening_moves: int = 0,
+                random_openings: int = RANDOM_OPENINGS, gnugo_path=None,
+                log: Callable[[str], None] = log_to_stderr) -> list[MatchReport]:
     """Every pair of `entries` ({name: "random" | "gnugo:L" | evaluator}) plays `games_per_pair`
     games, colours alternating; feed the reports (or their `pair()`s, kept across calls) to
     `fit_bradley_terry`."""
@@ -651,5 +688,6 @@ def round_robin(config: Config, entries: dict, games_per_pair: int, simulations:
             reports.append(play_pair(config, entries[first], entries[second], games_per_pair,
                                      simulations, seed=seed + len(reports) * 1009,
                                      parallel=parallel, names=(first, second),
-                                     opening_moves=opening_moves, gnugo_path=gnugo_path, log=log))
+                                     opening_moves=opening_moves, random_openings=random_openings,
+                                     gnugo_path=gnugo_path, log=log))
     return reports

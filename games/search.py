@@ -109,15 +109,17 @@ class SearchingGames:
         priors[chosen], legal[chosen], values[chosen], terminal[chosen] = self.evaluate_slots(roots)
         self.search.expand_roots(priors, legal, values, terminal, games=needs)
 
-    def think(self, games=None, noise: bool = False, simulations: int | None = None):
+    def think(self, games=None, noise=False, simulations: int | None = None):
         """Search the current positions of the chosen games (bool mask, default all that are
-        not over); returns the search's root statistics."""
+        not over); returns the search's root statistics. `noise`: True mixes Dirichlet noise
+        into every chosen root, a bool mask into the chosen roots it marks."""
         games = ~self.go.is_over() if games is None else np.asarray(games, dtype=bool)
         if games.any():
             self._expand_roots(games)
-            if noise and self.settings.noise_fraction > 0:
+            noisy = games & np.asarray(noise, dtype=bool)
+            if noisy.any() and self.settings.noise_fraction > 0:
                 self.search.add_root_noise(self.settings.dirichlet_alpha,
-                                           self.settings.noise_fraction, games=games)
+                                           self.settings.noise_fraction, games=noisy)
             self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations,
                             num_leaves_per_game=self.settings.leaves_per_game)
         return self.search.root_statistics()

@@ -6,8 +6,17 @@ Per game in flight (preallocated, G games, L = max_moves):
     policy   float32 [G, L, A]        root visit distribution (the policy target)
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
+    full     bool    [G, L]           searched fully: only these become training positions
 When a game ends, its positions get the value target z * to_play, z the result from black's
-view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
+view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. Its positions
+also get the auxiliary targets (replay_buffer.py): the final position's area ownership
+(games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
+to_play; a resigned game has no final position, so its positions are marked not final.
+
+Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
+search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
+games first search to the fast budget in one batch, then the full ones go on to the full
+budget (the tree counts simulations per move, so the second run continues the first).
 """
 from __future__ import annotations
 
@@ -17,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from games.search import SearchingGames, game_results
+from games.territory import area_ownership
 from training.config import Config
 
 
@@ -26,6 +36,7 @@ class FinishedGame:
     result: float          # +1 black won, -1 white won, 0 draw
     score: float           # area score minus komi of the final position (nan if resigned)
     resigned: bool
+    full_searches: int = 0     # moves searched fully (the game's training positions)
 
 
 @dataclass
@@ -33,6 +44,9 @@ class SelfPlayBatch:
     planes: np.ndarray
     policy: np.ndarray
     value: np.ndarray
+    ownership: np.ndarray      # int8 (k, N, N), see the module docstring
+    score: np.ndarray          # float32 (k,)
+    final: np.ndarray          # bool (k,)
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
     # Moves made during this call, in every game in flight: the games handed over may have
@@ -62,6 +76,7 @@ class SelfPlay:
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
+        self.full = np.ones((games, length), bool)
         self.resigned_by = np.zeros(games, np.int8)        # side that resigned, 0 if none
         self.would_resign = np.zeros(games, np.int8)       # playthrough game: side that would have
         self.playthrough = np.zeros(games, bool)
@@ -78,6 +93,7 @@ class SelfPlay:
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
         planes, policy, value, finished = [], [], [], []
+        ownership, score, final = [], [], []
         collected = false_resigns = playthrough_resigns = played = 0
         while collected < num_positions:
             done = self._step()
@@ -88,6 +104,9 @@ class SelfPlay:
                 planes.append(positions[0])
                 policy.append(positions[1])
                 value.append(positions[2])
+                ownership.append(positions[3])
+                score.append(positions[4])
+                final.append(positions[5])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -100,6 +119,9 @@ class SelfPlay:
             planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.input_planes), np.uint8),
             policy=np.concatenate(policy) if policy else np.zeros((0, self.config.num_actions), np.float32),
             value=np.concatenate(value) if value else np.zeros(0, np.float32),
+            ownership=np.concatenate(ownership) if ownership else np.zeros((0, n, n), np.int8),
+            score=np.concatenate(score) if score else np.zeros(0, np.float32),
+            final=np.concatenate(final) if final else np.zeros(0, bool),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
             false_resignations=false_resigns, playthrough_resignations=playthrough_resigns)
@@ -108,9 +130,19 @@ class SelfPlay:
         """One move in every game; returns the mask of games that just ended."""
         config, driver = self.config, self.driver
         go = driver.go
-        driver.think(np.ones(config.num_games, bool), noise=True)
+        everyone = np.ones(config.num_games, bool)
+        if config.full_search_share >= 1:
+            full = everyone
+            driver.think(everyone, noise=True)
+        else:
+            full = self.rng.random(config.num_games) < config.full_search_share
+            fast = min(config.fast_simulations, config.simulations)
+            driver.think(everyone, noise=full, simulations=fast)
+            if full.any():
+                driver.think(full, simulations=config.simulations)
         move_number = go.move_count()
         rows = np.arange(config.num_games)
+        self.full[rows, move_number] = full
         self.planes[rows, move_number] = go.features(config.history).astype(np.uint8)
         self.policy[rows, move_number] = driver.search.policy_targets()
         to_play = go.to_play()
@@ -139,9 +171,21 @@ class SelfPlay:
             score = float(go.score([game])[0])
             result = float(game_results(go, [game])[0])
         record = FinishedGame(moves=self.moves[game, :length].tolist(), result=result, score=score,
-                              resigned=bool(self.resigned_by[game]))
+                              resigned=bool(self.resigned_by[game]),
+                              full_searches=int(self.full[game, :length].sum()))
         if self.resigned_by[game]:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]
-        values = result * self.to_play[game, :length].astype(np.float32)
-        return record, (self.planes[game, :length].copy(), self.policy[game, :length].copy(), values)
+        to_play = self.to_play[game, :length].astype(np.float32)
+        values = result * to_play
+        n = self.config.board_size
+        if self.resigned_by[game]:
+            owner, final = np.zeros((n, n), np.int8), False
+            score = 0.0
+        else:
+            owner, final = area_ownership(go.board([game])[0]), True
+        kept = self.full[game, :length]
+        side = self.to_play[game, :length][kept]
+        return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
+                        values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
+                        (score * side).astype(np.float32), np.full(len(side), final))

@@ -23,7 +23,7 @@ import numpy as np
 
 from games.search import SearchingGames
 from games.sgf_records import game_to_sgf, result_text
-from gui.territory import area_counts, area_ownership
+from games.territory import area_counts, area_ownership
 from kernels import coords
 from training.run_directory import atomic_write_bytes
 

@@ -24,7 +24,7 @@ from gui.controls import (BUTTONS, Command, command_for_click, command_for_key, 
                           layout_buttons)
 from gui.geometry import BoardGeometry  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession  # noqa: E402
-from gui.territory import area_counts, area_ownership  # noqa: E402
+from games.territory import area_counts, area_ownership  # noqa: E402
 from kernels import GoBatch  # noqa: E402
 from games.search import SearchingGames  # noqa: E402
 from training.config import Config  # noqa: E402

@@ -167,7 +167,8 @@ def test_dead_stones_left_by_passing_are_cleaned_up_before_scoring():
     config = Config(board_size=N, komi=2.5)
     gnugo = matches.GnuGoPlayer(config, 0, 1, seed=1)
     try:
-        report = matches.play_match(config, gnugo, Scripted([12, 7]), 1, parallel=1)
+        report = matches.play_match(config, gnugo, Scripted([12, 7]), 1, parallel=1,
+                                    random_openings=0)
     finally:
         gnugo.close()
     [record] = report.records
@@ -221,6 +222,38 @@ def test_an_illegal_move_drops_the_game_and_missing_gnugo_is_a_clear_error(tiny_
                                    gnugo_path="/nonexistent/gnugo")
 
 
+def test_games_start_from_shared_random_openings_with_colours_swapped():
+    first_free = Scripted(list(range(PASS)), name="first-free")
+    last_free = Scripted(list(range(PASS - 1, -1, -1)), name="last-free")
+    report = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
+                                seed=5)
+    again = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=8,
+                               seed=5)
+    other = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
+                               seed=6)
+    records = report.records
+    assert [r.a_colour for r in records] == [1, -1] * 4
+    openings = [tuple(r.moves[:2]) for r in records]
+    for k in range(4):
+        assert openings[2 * k] == openings[2 * k + 1]
+        # Two non-pass moves on distinct points, then the scripted players take over: black's
+        # (the third move) is its first free point from its end of the board.
+        a, b = openings[2 * k]
+        assert a != b and PASS not in (a, b)
+        mover = first_free if records[2 * k].a_colour == 1 else last_free
+        expected = min(set(range(PASS)) - {a, b}) if mover is first_free else \
+            max(set(range(PASS)) - {a, b})
+        assert records[2 * k].moves[2] == expected
+    assert len(set(openings)) == 4                      # four openings, each played twice
+    assert report.distinct_games == 8                   # swapped colours: other sequences
+    # The openings depend on the seed only, not on how many games run at once.
+    assert [r.moves for r in again.records] == [r.moves for r in records]
+    assert [tuple(r.moves[:2]) for r in other.records] != openings
+    scripted = matches.play_match(Config(board_size=N), first_free, last_free, 2, parallel=2,
+                                  random_openings=0)
+    assert [r.moves[:2] for r in scripted.records] == [[0, PASS - 1], [PASS - 1, 0]]
+
+
 def test_checkpoint_against_checkpoint_searches_each_side_with_its_own_net(tiny_net):
     config, net = tiny_net
     calls = {"a": 0, "b": 0}
@@ -260,3 +293,21 @@ def test_cli_checkpoint_against_gnugo_and_rating(tiny_run, tmp_path):
     assert code == 0
     assert "ckpt:1 vs random" in out.getvalue() or "random vs ckpt:1" in out.getvalue()
     assert output.read_text().startswith('{"iteration": 1, "elo": ')
+
+
+def test_cli_plays_an_exported_model_file(tiny_run, tmp_path):
+    import evaluate
+    import export_model
+    model = tmp_path / "tiny.npz"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert export_model.main(["--run", str(tiny_run), "--output", str(model)]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = evaluate.main(["--black", f"model:{model}", "--white", "random", "--games", "4",
+                              "--sims", "2"])
+    assert code == 0
+    text = out.getvalue()
+    assert text.startswith("5x5, komi 7.5")               # the model's config sets the game
+    assert "A = model:tiny.npz, B = random: 4 games (A black in 2, white in 2)" in text
+    with pytest.raises(SystemExit, match="9x9"), contextlib.redirect_stderr(io.StringIO()):
+        evaluate.main(["--black", f"model:{model}", "--white", "random", "--board-size", "9"])

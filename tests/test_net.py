@@ -70,9 +70,12 @@ def randomise_batch_norm(model, seed):
             layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
 
 
-@pytest.mark.parametrize("blocks", [0, 1, 3])
-def test_folded_batch_norm_matches_the_keras_model(blocks):
-    model = tiny_model(seed=blocks, blocks=blocks, filters=16)
+@pytest.mark.parametrize("blocks, global_pooling", [(0, False), (1, False), (3, False),
+                                                    (2, True)])
+def test_folded_batch_norm_matches_the_keras_model(blocks, global_pooling):
+    keras.utils.set_random_seed(blocks)
+    model = build_model(BOARD, PLANES, blocks=blocks, filters=16, global_pooling=global_pooling)
+    assert ("gpool_dense" in {layer.name for layer in model.layers}) == global_pooling
     randomise_batch_norm(model, seed=blocks)
     planes = random_planes(12, seed=blocks)
     folded = CompiledNet(model, batch_size=12)
@@ -275,3 +278,38 @@ def test_several_compiled_shapes_pad_to_the_smallest_that_fits():
     assert several.tracing_count == 1
     with pytest.raises(ValueError, match="shapes"):
         CompiledNet(model, batch_size=8, shapes=9)
+
+
+def test_auxiliary_losses_match_a_numpy_reference_and_fold_with_the_policy_and_value():
+    keras.utils.set_random_seed(3)
+    model = build_model(BOARD, PLANES, blocks=1, filters=8, aux_heads=True)
+    trainer = Trainer(model, batch_size=6, ownership_loss_weight=1.5, score_loss_weight=0.7)
+    planes, policy, value = training_batch(6, seed=2)
+    rng = np.random.default_rng(5)
+    ownership = rng.integers(-1, 2, (6, BOARD, BOARD)).astype(np.float32)
+    score = rng.normal(0, 0.3, 6).astype(np.float32)
+    final = np.array([1, 1, 0, 1, 0, 1], np.float32)
+    # The forward pass the step takes (training mode: batch statistics), before its update.
+    outputs = [np.array(o) for o in model(planes, training=True)]
+    assert [o.shape for o in outputs] == [(6, ACTIONS), (6, 1), (6, BOARD, BOARD), (6, 1)]
+    stats = trainer.train_step(planes, policy, value, ownership, score, final)
+    owned = 1 / (1 + np.exp(-2.0 * outputs[2].astype(np.float64)))     # (1 + tanh y) / 2
+    target = (1 + ownership) / 2
+    cross_entropy = -(target * np.log(owned) + (1 - target) * np.log(1 - owned))
+    chosen = final == 1
+    expected_ownership = cross_entropy.mean(axis=(1, 2))[chosen].mean()
+    expected_score = np.square(outputs[3][:, 0] - score)[chosen].mean()
+    assert stats["loss_ownership"] == pytest.approx(expected_ownership, rel=1e-4)
+    assert stats["loss_score"] == pytest.approx(expected_score, rel=1e-4)
+    assert stats["loss_total"] == pytest.approx(
+        stats["loss_policy"] + stats["loss_value"] + stats["loss_l2"]
+        + 1.5 * expected_ownership + 0.7 * expected_score, rel=1e-4)
+    with pytest.raises(ValueError, match="auxiliary heads"):
+        trainer.train_step(planes, policy, value)
+    # Play reads policy and value only: folded inference still matches the model.
+    net = CompiledNet(model, batch_size=6)
+    keras_policy, keras_value = (np.array(o) for o in model(planes, training=False)[:2])
+    folded_policy, folded_value = net(planes)
+    np.testing.assert_allclose(folded_policy, np.exp(keras_policy) / np.exp(keras_policy).sum(
+        axis=1, keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(folded_value, keras_value[:, 0], atol=1e-5)

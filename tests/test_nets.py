@@ -31,7 +31,8 @@ def trained(tmp_path_factory):
         for variable in trainer.model.weights:
             variable.assign(variable.numpy() + rng.normal(0, 0.1, variable.shape).astype(np.float32))
         states[iteration] = trainer.state_dict()
-        run.save_checkpoint(iteration, states[iteration], {"iteration": iteration}, keep=3)
+        counters = {"iteration": iteration, "games": 0, "positions": 0, "train_steps": 0}
+        run.save_checkpoint(iteration, states[iteration], counters, keep=3)
     return path, states
 
 

@@ -83,3 +83,86 @@ def test_positions_played_counts_the_moves_of_the_call_only():
     assert sum(b.positions_played for b in batches) == sum(b.positions for b in batches) + in_flight
     # A call that handed over games begun in earlier calls made fewer moves than it handed over.
     assert any(b.positions > b.positions_played for b in batches)
+def counting_evaluator(num_actions: int):
+    calls = []
+
+    def evaluate(planes):
+        calls.append(len(planes))
+        return constant_evaluator(0.0, num_actions)(planes)
+    return evaluate, calls
+
+
+def test_a_full_search_share_of_one_is_the_plain_loop():
+    plain = tiny(num_games=4, simulations=6)
+    capped = plain.overridden(full_search_share=1.0, fast_simulations=2)
+    a = SelfPlay(plain, constant_evaluator(0.0, plain.num_actions), seed=5).play(120)
+    b = SelfPlay(capped, constant_evaluator(0.0, plain.num_actions), seed=5).play(120)
+    for name in ("planes", "policy", "value"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert all(game.full_searches == len(game.moves) for game in a.games)
+
+
+def test_playout_cap_randomization_keeps_only_fully_searched_positions():
+    config = tiny(num_games=8, simulations=12, full_search_share=0.25, fast_simulations=2,
+                  temperature_moves=0)
+    evaluate, calls = counting_evaluator(config.num_actions)
+    batch = SelfPlay(config, evaluate, seed=2).play(150)
+    moves = sum(len(game.moves) for game in batch.games)
+    kept = sum(game.full_searches for game in batch.games)
+    assert kept == batch.positions
+    # A binomial(moves, 1/4) count, within 4 standard deviations.
+    assert abs(kept - moves / 4) < 4 * np.sqrt(moves * 0.25 * 0.75)
+    # Every kept position is one of its game's positions, in order: replay the moves in a
+    # fresh GoBatch and find each kept position's planes among the game's own.
+    start = 0
+    for game in batch.games:
+        replayed = GoBatch(1, config.board_size, komi=config.komi, history_length=config.history)
+        positions = []
+        for move in game.moves:
+            positions.append(replayed.features(config.history)[0].astype(np.uint8))
+            replayed.play(np.array([move]))
+        cursor = 0
+        for planes in batch.planes[start:start + game.full_searches]:
+            while not np.array_equal(positions[cursor], planes):
+                cursor += 1            # IndexError: not a position of this game, or out of order
+            cursor += 1
+        start += game.full_searches
+    assert start == batch.positions
+    # A fast search needs fewer evaluations: fewer than the plain loop's 12 per move played
+    # (a new root is one more; reused subtrees make some moves cheaper still).
+    assert sum(calls) < moves * (0.25 * 13 + 0.75 * 3) * 1.1
+
+
+def test_ownership_and_score_targets_come_from_the_final_position():
+    config = tiny(num_games=4, simulations=4)
+    batch = SelfPlay(config, constant_evaluator(0.0, config.num_actions), seed=7).play(100)
+    start = 0
+    n = config.board_size
+    for game in batch.games:
+        final = replay(config.board_size, config.komi, game.moves)
+        board = final.board()[0]
+        rows = slice(start, start + len(game.moves))
+        side = np.where(np.arange(len(game.moves)) % 2 == 0, 1, -1)     # black moves first
+        assert batch.final[rows].all()
+        # From the side to move's view, the owners flip sign with the side.
+        black_view = batch.ownership[rows] * side[:, None, None]
+        assert (black_view == black_view[0]).all()
+        owner = black_view[0]
+        # Every stone owns its point; the area count minus komi is the engine's own score.
+        assert (owner[board != 0] == board[board != 0]).all()
+        assert owner.sum() - config.komi == final.score()[0] == game.score
+        np.testing.assert_array_equal(batch.score[rows], game.score * side)
+        # An empty point is owned only if all its empty region's neighbours are that colour.
+        for r, c in zip(*np.nonzero((board == 0) & (owner != 0))):
+            neighbours = [board[rr, cc] for rr, cc in ((r - 1, c), (r + 1, c), (r, c - 1),
+                                                       (r, c + 1)) if 0 <= rr < n and 0 <= cc < n]
+            assert -owner[r, c] not in neighbours
+        start += len(game.moves)
+    assert start == batch.positions
+
+
+def test_resigned_games_have_no_final_targets():
+    config = tiny(num_games=6, simulations=2, resign_threshold=-0.5, resign_playthrough=0.0)
+    batch = SelfPlay(config, constant_evaluator(1.0, config.num_actions), seed=1).play(6)
+    assert batch.games and all(game.resigned for game in batch.games)
+    assert not batch.final.any() and not batch.ownership.any() and not batch.score.any()

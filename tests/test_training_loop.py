@@ -665,7 +665,7 @@ def test_replay_samples_are_symmetric_images_of_stored_positions():
     buffer = ReplayBuffer(capacity=16, board_size=5, input_planes=TINY.input_planes)
     buffer.add(planes, policy, value)
 
-    sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))
+    sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))[:3]
     images = {}  # every (stored position, symmetry) pair: its planes, policy and value
     for k in range(8):
         for i in range(stored):
@@ -706,3 +706,143 @@ def test_rated_evaluations_log_gnugo_previous_and_a_chained_elo(tmp_path):
     assert checkpoint_iterations(run) == [3, 4]
     _, counters = read_checkpoint(run, 4)
     assert counters["rated_iteration"] == 4
+
+
+# Warm starts, exported models, CPU time and the GNU Go level.
+
+def model_arrays(arrays: dict) -> dict:
+    return {name: array for name, array in arrays.items() if name.startswith("model.")}
+
+
+def test_init_from_a_run_a_checkpoint_or_an_exported_model_copies_the_weights_only(
+        one_iteration, tmp_path):
+    import export_model
+    source, _, _ = one_iteration
+    source_state, source_counters = read_checkpoint(source, 1)
+    model = tmp_path / "exported.npz"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert export_model.main(["--run", str(source), "--output", str(model)]) == 0
+    with np.load(model) as archive:
+        info = json.loads(archive["__info__"].tobytes().decode())
+        exported = {name: archive[name] for name in archive.files}
+    assert info["run"] == "run" and info["iteration"] == 1
+    assert info["games"] == source_counters["games"] and info["cpu_seconds"] > 0
+    assert info["commands"][0].startswith("bp_tree.py --run ")
+    assert model_arrays(exported).keys() == model_arrays(source_state).keys()
+    assert not [name for name in exported if name.startswith(("optimizer.", "trainer."))]
+    for start in (source, source / "checkpoints" / "ckpt_000001.npz", model):
+        run = tmp_path / f"warm-{start.name}"
+        # No training in the first iteration (min_replay out of reach): its checkpoint holds
+        # the starting weights as they were loaded.
+        code, _, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                                "--init_from", str(start))
+        assert code == 0, err
+        state, counters = read_checkpoint(run, 1)
+        for name, array in model_arrays(source_state).items():
+            np.testing.assert_array_equal(state[name], array)
+        assert int(state["trainer.step"]) == 0 and counters["train_steps"] == 0
+        assert counters["games"] == metrics(run)[0]["games"]     # a fresh count and replay
+        assert chunk_iterations(run) == [1]
+        assert counters["init_from"].startswith(str(source if start != model else model))
+
+
+def refused(run: Path, *extra: str) -> str:
+    """Stderr of a bp_tree.main that must stop with exit code 2 (a refusal)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
+            pytest.raises(SystemExit) as exit_info:
+        bp_tree.main(["--run", str(run), *TINY_ARGS, *extra])
+    assert exit_info.value.code == 2
+    return err.getvalue()
+
+
+def test_init_from_refuses_another_net_shape_in_one_line(one_iteration, tmp_path):
+    source, _, _ = one_iteration
+    run = tmp_path / "misfit"
+    err = refused(run, "--iterations", "1", "--filters", "16", "--init_from", str(source))
+    [line] = [l for l in err.splitlines() if "init_from" in l]
+    assert "filters: it has 8, command asks 16" in line
+    assert checkpoint_iterations(run) == []
+    err = refused(tmp_path / "nothing", "--iterations", "1",
+                  "--init_from", str(tmp_path / "absent.npz"))
+    assert "there is no model file" in err
+
+
+def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(tmp_path):
+    run = tmp_path / "cpu"
+    before = time.process_time()
+    code, _, err = run_main(run, "--iterations", "2")
+    assert code == 0, err
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    used = time.process_time()          # this process ran every iteration
+    seconds = [line["cpu_seconds"] for line in metrics(run)]
+    assert 0 < seconds[0] < seconds[1] < seconds[2] <= used
+    assert seconds[2] <= used - before   # both loops ran inside the test's own CPU time
+    # A CPU budget already spent stops the run before another iteration.
+    # (metrics round to 0.01 s: a budget just below the last figure is surely spent)
+    code, _, err = run_main(run, "--max_cpu_seconds", str(seconds[2] - 0.01), "--iterations", "0")
+    assert code == 0 and "CPU seconds reached" in err and len(metrics(run)) == 3
+    assert [line["games"] for line in metrics(run)] == sorted({l["games"] for l in metrics(run)})
+
+
+def test_gnugo_level_climbs_after_a_match_won_at_the_promotion_rate(tmp_path, monkeypatch):
+    from games.matches import MatchReport
+    results = iter([(4, 1), (3, 2), (5, 0)])     # 80%, 60%, 100% wins
+    levels = []
+
+    def fake_match(config, net, level, games, simulations, seed=0, log=None):
+        levels.append(level)
+        wins, losses = next(results)
+        return MatchReport(wins=wins, losses=losses, draws=0, player_a="net",
+                           player_b=f"gnugo:{level}")
+
+    monkeypatch.setattr(bp_tree, "play_against_gnugo", fake_match)
+    run = tmp_path / "climb"
+    code, _, err = run_main(run, "--iterations", "2", "--gnugo_every", "1", "--previous_games", "2")
+    assert code == 0, err
+    code, _, err = run_main(run, "--iterations", "3", "--gnugo_every", "1", "--previous_games", "2")
+    assert code == 0, err
+    assert levels == [0, 1, 1]                       # 80% promotes, 60% does not; kept on resume
+    assert [line["gnugo_level"] for line in metrics(run)] == [0, 1, 1]
+    _, counters = read_checkpoint(run, 3)
+    assert counters["gnugo_level"] == 2
+
+
+def test_replay_ownership_samples_turn_with_their_planes():
+    n = TINY.board_size
+    rng = np.random.default_rng(4)
+    buffer = ReplayBuffer(64, n, TINY.input_planes)
+    stones = rng.integers(-1, 2, (20, n, n))
+    planes = np.zeros((20, n, n, TINY.input_planes), np.uint8)
+    planes[..., 0], planes[..., 1] = stones == 1, stones == -1
+    policy = np.full((20, n * n + 1), 1 / (n * n + 1), np.float32)
+    final = np.arange(20) % 3 != 0
+    buffer.add(planes, policy, np.zeros(20, np.float32), stones.astype(np.int8),
+               np.arange(20, dtype=np.float32), final)
+    sample = buffer.sample(256, np.random.default_rng(2))
+    # Ownership was the stones: under any symmetry it still is, point for point.
+    np.testing.assert_array_equal(sample.ownership, sample.planes[..., 0] - sample.planes[..., 1])
+    assert set(sample.final.tolist()) == {0.0, 1.0}
+    # The score travels with its position (score i was stored with position i), scaled by N*N.
+    stored = np.rint(sample.score * n * n).astype(int)
+    np.testing.assert_array_equal(sample.final, final[stored].astype(np.float32))
+
+
+def test_auxiliary_heads_and_playout_caps_train_end_to_end(tmp_path):
+    run = tmp_path / "aux"
+    code, _, err = run_main(run, "--iterations", "2", "--aux_heads", "true",
+                            "--full_search_share", "0.5", "--fast_simulations", "2")
+    assert code == 0, err
+    records = metrics(run)
+    # Only the fully searched moves were kept: about half of the moves played.
+    for record, before in zip(records, [0] + [r["positions"] for r in records]):
+        kept = record["positions"] - before
+        assert kept == len(read_chunk(run, record["iteration"])["value"])
+        assert 0.2 * record["selfplay_moves"] < kept < 0.8 * record["selfplay_moves"]
+    trained = [r for r in records if "loss_policy" in r]
+    assert trained and all(r["loss_ownership"] > 0 and r["loss_score"] >= 0 for r in trained)
+    chunk = read_chunk(run, 1)
+    assert chunk["ownership"].shape == chunk["planes"].shape[:3] and chunk["final"].any()
+    code, _, err = run_main(run, "--iterations", "3", "--aux_heads", "false")  # shapes the net
+    assert code == 2 and "aux_heads: run has True, command asks False" in err

@@ -5,6 +5,7 @@ as a compiled net that plays, together with the config it was trained under.
     opened = open_net("runs/x", checkpoint=12)  # a path is used as given; iteration 12
     opened = open_net("models/9x9.npz")         # a model file
     opened.config, opened.net, opened.label     # Config, CompiledNet, "my9x9 iteration 12"
+    source = read_weights("runs/x/checkpoints/ckpt_000012.npz")   # weights only (warm starts)
 
 Every front end (GUI, GTP engine, evaluate.py) and the training loop's reference player open
 nets here; a source that cannot be played raises `NetOpenError` with a one-line message.
@@ -26,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from training.config import Config
-from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz, load_npz,
-                                    resolve_run_path)
+from training.run_directory import (CHECKPOINT_PREFIX, CheckpointError, RunDirectory,
+                                    atomic_save_npz, load_npz, resolve_run_path)
 
 CONFIG_KEY = "__config__"
 INFO_KEY = "__info__"
@@ -53,9 +54,11 @@ def build_trainer(config: Config):
     from architectures import Trainer, build_model
     keras.utils.set_random_seed(config.seed)
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
-                        l2=config.l2, value_hidden=config.value_hidden)
+                        l2=config.l2, value_hidden=config.value_hidden,
+                        aux_heads=config.aux_heads, global_pooling=config.global_pooling)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
-                   momentum=config.momentum)
+                   momentum=config.momentum, ownership_loss_weight=config.ownership_loss_weight,
+                   score_loss_weight=config.score_loss_weight)
 
 
 def is_model_file(source: str | os.PathLike) -> bool:
@@ -81,10 +84,32 @@ def read_config(source: str | os.PathLike) -> tuple[Config, Path]:
         raise NetOpenError(f"{config_path} is unreadable ({error})") from None
 
 
-def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
-             shapes: int = 1, log=print) -> OpenedNet:
-    """A compiled net that plays, from a run (a bare name means runs/NAME; its newest readable
-    checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz)."""
+@dataclass
+class WeightsSource:
+    config: Config              # the config the weights were trained under
+    weights: dict               # "model.NNNN" arrays, as `Trainer.load_model_weights` takes
+    iteration: int | None       # the checkpoint's iteration (None for a model file)
+    label: str                  # "RUN iteration K" or the model file's name
+    path: Path                  # the run directory or the model file
+    trainer: object             # a Trainer of `config` holding these weights (they loaded)
+
+
+def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
+                 log=print) -> WeightsSource:
+    """The model weights of a run (its newest readable checkpoint, or iteration `checkpoint`),
+    of one checkpoint file (runs/X/checkpoints/ckpt_NNNNNN.npz: its run's config.json applies)
+    or of a model file (any other path ending in .npz)."""
+    text = os.fspath(source)
+    name = Path(text).name
+    if (is_model_file(text) and name.startswith(CHECKPOINT_PREFIX)
+            and Path(text).parent.name == "checkpoints"):
+        digits = name[len(CHECKPOINT_PREFIX):-len(".npz")]
+        if not digits.isdigit():
+            raise NetOpenError(f"{text}: a checkpoint file is named ckpt_NNNNNN.npz")
+        if checkpoint is not None:
+            raise NetOpenError(f"{text} is one checkpoint: it has no others to choose from")
+        return read_weights(Path(text).expanduser().resolve().parent.parent,
+                            checkpoint=int(digits), log=log)
     config, path = read_config(source)
     trainer = build_trainer(config)
     if is_model_file(path):
@@ -98,23 +123,49 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
             trainer.load_model_weights(weights)
         except ValueError as error:
             raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
-        iteration, label = None, path.name
-    else:
-        # A damaged checkpoint (torn, bad counters, non-finite or wrong-shaped weights) is
-        # passed over for the one before, here once for every reader.
-        try:
-            loaded = RunDirectory(path, log=log).load_latest_checkpoint(
-                checkpoint, accept=lambda state: trainer.load_model_weights(_model_weights(state)))
-        except CheckpointError as error:
-            raise NetOpenError(str(error)) from None
-        if loaded is None:
-            raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
-                               f"iteration 1 is complete")
-        iteration = int(loaded[1]["iteration"])
-        label = f"{path.name} iteration {iteration}"
+        return WeightsSource(config, weights, None, path.name, path, trainer)
+    # A damaged checkpoint (torn, bad counters, non-finite or wrong-shaped weights) is passed
+    # over for the one before, here once for every reader.
+    try:
+        loaded = RunDirectory(path, log=log).load_latest_checkpoint(
+            checkpoint, accept=lambda state: trainer.load_model_weights(_model_weights(state)))
+    except CheckpointError as error:
+        raise NetOpenError(str(error)) from None
+    if loaded is None:
+        raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
+                           f"iteration 1 is complete")
+    state, counters = loaded
+    iteration = int(counters["iteration"])
+    return WeightsSource(config, _model_weights(state), iteration,
+                         f"{path.name} iteration {iteration}", path, trainer)
+
+
+def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
+             shapes: int = 1, log=print) -> OpenedNet:
+    """A compiled net that plays, from a run (a bare name means runs/NAME; its newest readable
+    checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz)."""
+    found = read_weights(source, checkpoint=checkpoint, log=log)
+    trainer = found.trainer
     from architectures import CompiledNet  # deferred with TensorFlow
     net = CompiledNet(trainer.model, batch_size=batch_size, shapes=shapes)
-    return OpenedNet(config=config, net=net, label=label, iteration=iteration, path=path)
+    return OpenedNet(config=found.config, net=net, label=found.label, iteration=found.iteration,
+                     path=found.path)
+
+
+def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
+    """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
+    `config`: a warm start. Refuses, in one line, weights of another board size or net shape."""
+    found = read_weights(source, log=log)
+    problems = config.incompatibilities(found.config)
+    if problems:
+        raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
+            problem.replace("run has", "it has") for problem in problems))
+    try:
+        trainer.load_model_weights(found.weights)
+    except ValueError as error:
+        raise NetOpenError(f"cannot start from {found.label}: its weights do not fit "
+                           f"({error})") from None
+    return found
 
 
 def save_model_file(path: str | os.PathLike, config: Config, state: dict[str, np.ndarray],

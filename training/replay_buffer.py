@@ -5,6 +5,11 @@ Storage (a ring of `capacity` positions, oldest overwritten first):
     planes  uint8   [capacity, N, N, C]   the net's input planes (they are 0/1)
     policy  float32 [capacity, N*N+1]     search visit distribution, pass last
     value   float32 [capacity]            game result from the side to move's view, -1..1
+    ownership int8  [capacity, N, N]      final owner of each point (Tromp-Taylor, the end
+                                          position), +1 the side to move, -1 the opponent
+    score   float32 [capacity]            final area margin for the side to move, komi included
+    final   bool    [capacity]            ownership and score exist (False: a resigned game, or
+                                          a chunk written before they were recorded)
 
 On disk it is the run directory's replay chunks (one per iteration, see run_directory.py);
 `load_chunks` rebuilds the ring from the newest chunks after a restart.
@@ -13,11 +18,23 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from training import symmetries
 from training.run_directory import load_npz
+
+
+class Sample(NamedTuple):
+    """A training batch, float32, each sample under its own random symmetry; score is divided
+    by N*N (the scale the score head predicts)."""
+    planes: np.ndarray      # (B, N, N, C)
+    policy: np.ndarray      # (B, N*N+1)
+    value: np.ndarray       # (B,)
+    ownership: np.ndarray   # (B, N, N)
+    score: np.ndarray       # (B,)
+    final: np.ndarray       # (B,) 1.0 where ownership and score exist
 
 
 class ReplayBuffer:
@@ -28,36 +45,56 @@ class ReplayBuffer:
         self.planes = np.zeros((capacity, board_size, board_size, input_planes), dtype=np.uint8)
         self.policy = np.zeros((capacity, self.num_actions), dtype=np.float32)
         self.value = np.zeros(capacity, dtype=np.float32)
+        self.ownership = np.zeros((capacity, board_size, board_size), dtype=np.int8)
+        self.score = np.zeros(capacity, dtype=np.float32)
+        self.final = np.zeros(capacity, dtype=bool)
         self.size = 0
         self.next = 0  # ring position of the next write
 
     def __len__(self) -> int:
         return self.size
 
-    def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> None:
+    def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
+            ownership: np.ndarray | None = None, score: np.ndarray | None = None,
+            final: np.ndarray | None = None) -> None:
+        """Append positions; without ownership/score/final they are marked as not final."""
         count = len(value)
+        n = self.board_size
+        if ownership is None:
+            ownership = np.zeros((count, n, n), np.int8)
+            score, final = np.zeros(count, np.float32), np.zeros(count, bool)
         if planes.shape[1:] != self.planes.shape[1:] or policy.shape != (count, self.num_actions):
             raise ValueError(f"replay add: planes {planes.shape} / policy {policy.shape} do not match "
                              f"the buffer's {self.planes.shape[1:]} / (k, {self.num_actions})")
-        if count >= self.capacity:
-            planes, policy, value = planes[-self.capacity:], policy[-self.capacity:], value[-self.capacity:]
-            count = self.capacity
+        if ownership.shape != (count, n, n) or len(score) != count or len(final) != count:
+            raise ValueError(f"replay add: ownership {ownership.shape}, score {len(score)}, final "
+                             f"{len(final)} do not match {count} positions of {n}x{n}")
+        keep = slice(-min(count, self.capacity), None)
+        count = min(count, self.capacity)
         positions = (self.next + np.arange(count)) % self.capacity
-        self.planes[positions] = planes
-        self.policy[positions] = policy
-        self.value[positions] = value
+        self.planes[positions] = planes[keep]
+        self.policy[positions] = policy[keep]
+        self.value[positions] = value[keep]
+        self.ownership[positions] = ownership[keep]
+        self.score[positions] = score[keep]
+        self.final[positions] = final[keep]
         self.next = int((self.next + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
 
-    def sample(self, batch_size: int, rng: np.random.Generator):
-        """Uniform over stored positions, each under a random symmetry; float32 arrays."""
+    def sample(self, batch_size: int, rng: np.random.Generator) -> Sample:
+        """Uniform over stored positions, each under a random symmetry (the same one for its
+        planes, policy and ownership)."""
         if self.size == 0:
             raise ValueError("replay buffer is empty")
         index = rng.integers(0, self.size, batch_size)
         symmetry = rng.integers(0, 8, batch_size)
         planes = symmetries.transform_planes(self.planes[index].astype(np.float32), symmetry)
         policy = symmetries.transform_policy(self.policy[index], symmetry)
-        return planes, policy, self.value[index].copy()
+        ownership = symmetries.transform_planes(
+            self.ownership[index, :, :, None].astype(np.float32), symmetry)[..., 0]
+        return Sample(planes, policy, self.value[index].copy(), ownership,
+                      self.score[index] / np.float32(self.board_size ** 2),
+                      self.final[index].astype(np.float32))
 
     def load_chunks(self, paths: list[Path], log=print) -> int:
         """Fill from chunk files, oldest first, keeping the newest `capacity` positions. A
@@ -76,15 +113,20 @@ class ReplayBuffer:
                 if planes.max(initial=0) > 1 or not (np.isfinite(policy).all()
                                                      and (np.abs(value) <= 1).all()):
                     raise ValueError("values outside their range")
+                # Chunks written before the auxiliary heads carry no ownership targets.
+                extra = ((chunk["ownership"], chunk["score"], chunk["final"])
+                         if "ownership" in chunk else ())
+                self.add(planes, policy, value, *extra)
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
                 log(f"replay chunk {path.name} is damaged ({type(error).__name__}: {error}); "
                     f"skipping it")
                 continue
-            self.add(planes, policy, value)
             loaded += count
         return loaded
 
 
-def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray) -> dict[str, np.ndarray]:
+def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
+                 ownership: np.ndarray, score: np.ndarray, final: np.ndarray) -> dict[str, np.ndarray]:
     return {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
-            "value": value.astype(np.float32)}
+            "value": value.astype(np.float32), "ownership": ownership.astype(np.int8),
+            "score": score.astype(np.float32), "final": final.astype(bool)}

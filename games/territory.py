@@ -1,4 +1,5 @@
-"""Who owns each point under area scoring, to draw the score the engine counted.
+"""Who owns each point under area scoring: the GUI draws the score the engine counted with it,
+and self-play takes the ownership targets of the net's ownership head from it.
 
 The engine (GoBatch.score) is the authority for the result; this only shows where its points
 come from. Like the engine it scores the final position as it stands (Tromp-Taylor): every

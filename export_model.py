@@ -1,0 +1,54 @@
+"""Export a run's checkpoint as a model file: the weights and config a player needs, no
+optimizer state and no replay, a few MB at most.
+
+    python export_model.py --run runs/main9 --output models/9x9.npz [--checkpoint K]
+
+The file's info (training.nets.model_info) says where it came from: run, iteration, self-play
+games, positions, cpu_seconds and child_cpu_seconds (see bp_tree.py), train_steps, the
+init_from source when the run was warm-started, and the bp_tree.py command lines that trained
+it. Every front end opens it with training.nets.open_net (`--model PATH`, or a path ending in
+.npz where a run is asked for); bp_tree.py --init_from starts a new run from it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from training.nets import NetOpenError, read_weights, save_model_file
+from training.run_directory import RunDirectory, resolve_run_path
+
+INFO_COUNTERS = ("games", "positions", "cpu_seconds", "child_cpu_seconds", "train_steps",
+                 "wall_time_s", "init_from", "commands")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Write a run's checkpoint as a model file.")
+    parser.add_argument("--run", required=True,
+                        help="run directory: a bare name means runs/NAME, a path is used as given")
+    parser.add_argument("--output", required=True, help="the model file to write (.npz)")
+    parser.add_argument("--checkpoint", type=int, default=None,
+                        help="the iteration to export (default: the newest readable checkpoint)")
+    args = parser.parse_args(argv)
+    if not args.output.endswith(".npz"):
+        parser.error(f"--output must end with .npz (a model file), got {args.output!r}")
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        found = read_weights(args.run, checkpoint=args.checkpoint, log=log)
+    except NetOpenError as error:
+        log(f"export_model: {error}")
+        return 2
+    # read_weights gives the weights; the counters come with the same checkpoint.
+    _, counters = RunDirectory(resolve_run_path(args.run), log=log).load_latest_checkpoint(
+        found.iteration)
+    info = {"run": found.path.name, "iteration": found.iteration}
+    info.update({key: counters[key] for key in INFO_COUNTERS if key in counters})
+    path = save_model_file(args.output, found.config, found.weights, info)
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB): {found.label}, "
+          f"{info.get('games', '?')} self-play games, "
+          f"{info.get('cpu_seconds', 0) / 3600:.2f} CPU-hours")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
