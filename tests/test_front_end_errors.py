@@ -69,20 +69,21 @@ def test_a_config_that_is_not_json_is_refused(run_copy):
 
 
 def test_a_checkpoint_of_another_net_shape_is_refused(run_copy):
+    # Every checkpoint then fails to load, so each is passed over and none is left.
     config = json.loads((run_copy / "config.json").read_text())
     config["filters"] *= 2
     (run_copy / "config.json").write_text(json.dumps(config))
     # The GUI's net loads in its child process: the refusal crosses the process boundary.
     assert_refused(front_end("play_network_gui.py", "--run", run_copy, display=True),
-                   "do not fit its config")
+                   "no readable checkpoint")
     assert_refused(front_end("evaluate.py", "--run", run_copy, "--black", "ckpt:latest",
                              "--white", "random", "--games", "2"),
-                   "do not fit its config")
+                   "no readable checkpoint")
 
 
 def test_an_unsupported_board_size_is_refused():
     assert_refused(front_end("evaluate.py", "--black", "random", "--white", "random",
-                             "--board-size", "30"), "board_size must be in 2..19")
+                             "--board-size", "30"), "board_size must be in [2, 19]")
 
 
 def test_the_net_process_answers_and_its_death_is_reported():
