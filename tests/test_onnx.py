@@ -9,6 +9,7 @@ pytest.importorskip("onnxruntime")
 from architectures import CompiledNet, Trainer, build_model  # noqa: E402
 from architectures.inference import weights_changed  # noqa: E402
 from architectures.onnx_export import keras_weights, onnx_model  # noqa: E402
+from test_net import randomise_batch_norm  # noqa: E402
 
 BOARD, PLANES = 5, 6
 ACTIONS = BOARD * BOARD + 1
@@ -18,14 +19,7 @@ def model_with_statistics(seed=0, blocks=2, filters=8, board_size=BOARD):
     """A net whose batch norms are not the identity (fresh ones are)."""
     keras.utils.set_random_seed(seed)
     model = build_model(board_size, PLANES, blocks=blocks, filters=filters, value_hidden=16)
-    rng = np.random.default_rng(seed)
-    for layer in model.layers:
-        if isinstance(layer, keras.layers.BatchNormalization):
-            width = layer.gamma.shape[0]
-            layer.gamma.assign(rng.uniform(0.5, 1.5, width).astype(np.float32))
-            layer.beta.assign(rng.normal(0, 0.3, width).astype(np.float32))
-            layer.moving_mean.assign(rng.normal(0, 0.5, width).astype(np.float32))
-            layer.moving_variance.assign(rng.uniform(0.2, 2.0, width).astype(np.float32))
+    randomise_batch_norm(model, seed)
     return model
 
 
