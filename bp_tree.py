@@ -52,7 +52,17 @@ class TrainingLoop:
         self._resume()
         iteration = self.counters["iteration"]
         self.rng = np.random.default_rng([config.seed, iteration])
-        self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+        if config.workers:
+            # Deferred: Ray takes seconds to import and only --workers needs it.
+            from cluster import ClusterError, RaySelfPlay
+            try:
+                self.selfplay = RaySelfPlay(config, self.trainer.model.get_weights(), iteration, log)
+            except ClusterError as error:
+                log(f"bp_tree: {error}")
+                raise SystemExit(2) from None
+        else:
+            self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+            self.selfplay.weights_version = iteration
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
         self.tf = tf
 
@@ -93,10 +103,16 @@ class TrainingLoop:
                   unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
             batch = self.selfplay.play(config.positions_per_iteration,
                                        progress=lambda done: bar.update(done - bar.n))
-        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(batch.planes, batch.policy, batch.value))
+        atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(batch.planes, batch.policy, batch.value),
+                                                    "weights_version": batch.weights_version})
         self.buffer.add(batch.planes, batch.policy, batch.value)
 
         losses = self._train(batch.positions, iteration)
+        # The weights are now version `iteration`: actors get them at their next call.
+        if config.workers:
+            self.selfplay.publish(self.trainer.model.get_weights(), iteration)
+        else:
+            self.selfplay.weights_version = iteration
 
         # Greedy from the first move (no sampled opening): the net at its strongest.
         evaluation = play_pair(config, self.net, "random", config.eval_games_random,
@@ -123,8 +139,13 @@ class TrainingLoop:
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
             "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
             "replay_size": len(self.buffer),
-            "tree_overflows": int(self.selfplay.driver.search.overflow_count),
+            "tree_overflows": self.selfplay.tree_overflows,
+            # In iterations of training behind the weights this iteration trained from.
+            "weights_age_mean": round(float(np.mean(iteration - 1 - batch.weights_version)), 3),
+            "weights_age_max": int(np.max(iteration - 1 - batch.weights_version)),
         }
+        if config.workers:
+            record.update(self.selfplay.last_metrics)
         if losses:
             record.update(losses)
         if config.resign_threshold > -1 and batch.playthrough_resignations:
@@ -254,9 +275,13 @@ def main(argv=None) -> int:
     loop = TrainingLoop(config, run)
     log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
         f"{config.simulations} simulations, {config.num_games} games at once")
-    while not config.iterations or loop.counters["iteration"] < config.iterations:
-        record = loop.iterate()
-        print(summary_line(record), flush=True)
+    try:
+        while not config.iterations or loop.counters["iteration"] < config.iterations:
+            record = loop.iterate()
+            print(summary_line(record), flush=True)
+    finally:
+        if config.workers:
+            loop.selfplay.close()
     return 0
 
 

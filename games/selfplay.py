@@ -6,6 +6,7 @@ Per game in flight (preallocated, G games, L = max_moves):
     policy   float32 [G, L, A]        root visit distribution (the policy target)
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
+    version  int32   [G, L]           `weights_version` when the position was searched
 When a game ends, its positions get the value target z * to_play, z the result from black's
 view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
 """
@@ -33,6 +34,7 @@ class SelfPlayBatch:
     planes: np.ndarray
     policy: np.ndarray
     value: np.ndarray
+    weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
     nn_evaluations: int = 0
@@ -59,10 +61,18 @@ class SelfPlay:
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
+        self.version = np.zeros((games, length), np.int32)
+        # The caller's label for the evaluator's current weights (the training loop: the
+        # iteration that trained them); set it whenever the weights change.
+        self.weights_version = 0
         self.resigned_by = np.zeros(games, np.int8)        # side that resigned, 0 if none
         self.would_resign = np.zeros(games, np.int8)       # playthrough game: side that would have
         self.playthrough = np.zeros(games, bool)
         self._start_games(np.ones(games, bool))
+
+    @property
+    def tree_overflows(self) -> int:
+        return int(self.driver.search.overflow_count)
 
     def _start_games(self, games: np.ndarray) -> None:
         self.driver.new_games(games)
@@ -74,7 +84,7 @@ class SelfPlay:
         """Play until at least `num_positions` positions of finished games are collected."""
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
-        planes, policy, value, finished = [], [], [], []
+        planes, policy, value, versions, finished = [], [], [], [], []
         collected = false_resigns = playthrough_resigns = 0
         while collected < num_positions:
             done = self._step()
@@ -84,6 +94,7 @@ class SelfPlay:
                 planes.append(positions[0])
                 policy.append(positions[1])
                 value.append(positions[2])
+                versions.append(positions[3])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -96,6 +107,7 @@ class SelfPlay:
             planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.input_planes), np.uint8),
             policy=np.concatenate(policy) if policy else np.zeros((0, self.config.num_actions), np.float32),
             value=np.concatenate(value) if value else np.zeros(0, np.float32),
+            weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start,
             nn_evaluations=self.driver.evaluations - evaluations_before,
             false_resignations=false_resigns, playthrough_resignations=playthrough_resigns)
@@ -116,6 +128,7 @@ class SelfPlay:
         if sampled.any():
             actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
         self.moves[rows, move_number] = actions
+        self.version[rows, move_number] = self.weights_version
         resigning = np.zeros(config.num_games, bool)
         if config.resign_threshold > -1:
             hopeless = driver.root_values() < config.resign_threshold
@@ -140,4 +153,5 @@ class SelfPlay:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]
         values = result * self.to_play[game, :length].astype(np.float32)
-        return record, (self.planes[game, :length].copy(), self.policy[game, :length].copy(), values)
+        return record, (self.planes[game, :length].copy(), self.policy[game, :length].copy(), values,
+                        self.version[game, :length].copy())

@@ -69,6 +69,11 @@ class Config:
     seed: int = 0
     iterations: int = 0                # 0 means run until stopped
 
+    # Scaling out (cluster/): self-play actors on Ray; 0 plays in the training process.
+    workers: int = 0
+    ray_address: str = ""              # "" starts a local Ray; "auto" or HOST:PORT joins a cluster
+    worker_gpus: float = 0.0           # GPUs Ray assigns each actor (a fraction shares one)
+
     @property
     def resolved_max_moves(self) -> int:
         return self.max_moves or 2 * self.board_size ** 2
@@ -104,6 +109,8 @@ class Config:
              "learning_rates steps must increase and rates be positive"),
             (self.positions_per_iteration >= 1, "positions_per_iteration must be >= 1"),
             (self.eval_games_random >= 1, "eval_games_random must be >= 1"),
+            (self.workers >= 0 and self.worker_gpus >= 0, "workers and worker_gpus must be >= 0"),
+            (self.workers > 0 or not self.ray_address, "ray_address needs workers > 0"),
         ]
         for ok, message in checks:
             if not ok:
