@@ -7,9 +7,10 @@ Who owns what:
         SelfPlayBatch of NumPy arrays through the object store; games in flight stay in the
         actor and go on in the next call.
     learner (`RaySelfPlay`, in the driver process, bp_tree.py's TrainingLoop): the run
-        directory, replay buffer, training, evaluation and checkpoints. It keeps exactly one
-        call in flight per actor, so actors play on while the learner trains and evaluates,
-        and after each training phase it publishes the weights once (`ray.put`).
+        directory, replay buffer, training, evaluation and checkpoints. It keeps two calls
+        queued per actor, so an actor starts its next call as soon as one ends and plays on
+        while the learner trains and evaluates; after each training phase the learner
+        publishes the weights once (`ray.put`).
 
 Weights version: the iteration whose training produced the weights (0 for a new run's initial
 weights; a run resumed after iteration K starts at K). Every call carries the newest version
@@ -18,10 +19,12 @@ SelfPlay tags each position with the version that played it. A game that spans a
 positions of two versions.
 
 Faults: actors are created with max_restarts=-1, so Ray restarts one that dies (killed, out of
-memory, its machine gone while another can host it). The call it had in flight fails: those
-games are lost and counted, nothing else is, because every finished call's result is taken
-exactly once (a result already in the object store survives its actor). The restarted actor
-gets a new seed, so it does not replay the lost games' openings.
+memory, its machine gone while another can host it). The calls it had queued fail: the games
+it had in flight are lost, nothing else is, because every finished call's result is taken
+exactly once (a result already in the object store survives its actor). Liveness and restart
+counts come from Ray's own actor table, so a death is counted even when no call of the
+learner's failed (an actor killed while idle). The restarted actor seeds its games with its
+new process id, so it does not replay the lost games' openings.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import ray
+from ray._private.state import state as actor_table
 from ray.exceptions import NodeDiedError, OutOfMemoryError, RayActorError, WorkerCrashedError
 
 from games.selfplay import SelfPlay, SelfPlayBatch
@@ -42,6 +46,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 # The errors that mean "the actor (or its machine) died", not "the code raised".
 ACTOR_LOST = (RayActorError, WorkerCrashedError, OutOfMemoryError, NodeDiedError)
+# Calls queued per actor: the next one waits in the actor while the learner takes a result.
+CALLS_QUEUED = 2
 
 
 class ClusterError(Exception):
@@ -50,7 +56,7 @@ class ClusterError(Exception):
 
 class SelfPlayWorker:
     """One self-play actor (wrapped by ray.remote in `RaySelfPlay`). The SelfPlay is built on
-    the first call, with the seed the learner gives it for this incarnation."""
+    the first call, from the seed the learner gives and the process id."""
 
     def __init__(self, config: Config):
         # Deferred: TensorFlow takes seconds to import and only the actor process needs it.
@@ -77,7 +83,9 @@ class SelfPlayWorker:
             self.model.set_weights(ray.get(weights[0]))
             self.version = version
         if self.selfplay is None:
-            self.selfplay = SelfPlay(self.config, self.net, seed=seed)
+            # The process id tells a restarted actor's games from its predecessor's.
+            own_seed = np.random.SeedSequence([seed, os.getpid()]).generate_state(1)[0]
+            self.selfplay = SelfPlay(self.config, self.net, seed=int(own_seed))
         self.selfplay.weights_version = version
         batch = self.selfplay.play(num_positions)
         return batch, self.selfplay.tree_overflows
@@ -88,6 +96,8 @@ def connect(config: Config, log) -> None:
     # Actors import the project from the checkout at the same path on every machine.
     runtime_env = {"env_vars": {"PYTHONPATH": str(PROJECT_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}}
     started = time.perf_counter()
+    if config.ray_address and config.ray_address != "auto":
+        check_reachable(config.ray_address)
     try:
         if config.ray_address:
             ray.init(address=config.ray_address, runtime_env=runtime_env, log_to_driver=True)
@@ -99,16 +109,32 @@ def connect(config: Config, log) -> None:
             position_bytes = (config.board_size ** 2 * config.input_planes
                               + 4 * config.num_actions + 8)
             store = max(80 << 20, 8 * config.positions_per_iteration * position_bytes)
+            # Ray gives a starting raylet 30 s to register; a 2-core machine shared with other
+            # jobs took longer (measured), and a late raylet fails the whole start.
+            os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
             ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=store,
                      runtime_env=runtime_env, log_to_driver=True)
     except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
-        where = config.ray_address or "a local Ray instance"
+        where = f"the Ray cluster at {config.ray_address}" if config.ray_address else "a local Ray"
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ClusterError(f"cannot reach {where} ({first_line})") from None
     resources = ray.cluster_resources()
     log(f"ray: {'joined ' + config.ray_address if config.ray_address else 'local instance'} "
         f"with {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs on "
         f"{len(ray.nodes())} node(s) in {time.perf_counter() - started:.1f} s")
+
+
+def check_reachable(address: str, timeout: float = 10.0) -> None:
+    """ray.init retries an address that does not answer for minutes; a TCP connect says
+    at once whether anything listens there."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ClusterError(f"ray_address {address!r} is not HOST:PORT or 'auto'")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        raise ClusterError(f"cannot reach the Ray cluster at {address} ({error}); start it with "
+                           f"'ray start --head' there, or check the address") from None
 
 
 class RaySelfPlay:
@@ -125,16 +151,17 @@ class RaySelfPlay:
         # iteration, and a death loses at most half an actor's share.
         self.positions_per_call = max(1, math.ceil(config.positions_per_iteration
                                                    / (2 * config.workers)))
-        self.incarnation = [0] * config.workers
-        self.alive = [True] * config.workers
         self.overflows = [0] * config.workers
-        self.restarts_total = 0
+        self.restarts_seen = [0] * config.workers
         self.pending: dict = {}          # ObjectRef of a call in flight -> actor index
         self.last_metrics: dict = {}
         self.weights_version = version
         self.publish(weights, version)
         for index in range(config.workers):
-            self._submit(index)
+            for _ in range(CALLS_QUEUED):
+                self._submit(index)
+        for index, (pid, host) in enumerate(self.worker_locations()):
+            log(f"ray: worker {index} is pid {pid} on {host}")
         self.cycle_started = time.perf_counter()
 
     def publish(self, weights: list[np.ndarray], version: int) -> None:
@@ -151,9 +178,8 @@ class RaySelfPlay:
         return sum(self.overflows)
 
     def _submit(self, index: int) -> None:
-        seed = int(np.random.SeedSequence(
-            [self.config.seed, self.weights_version, index, self.incarnation[index]]
-        ).generate_state(1)[0])
+        seed = int(np.random.SeedSequence([self.config.seed, self.weights_version, index])
+                   .generate_state(1)[0])
         call = self.actors[index].play.remote(self.positions_per_call, [self.weights_ref],
                                               self.weights_version, seed)
         self.pending[call] = index
@@ -164,38 +190,43 @@ class RaySelfPlay:
         `seconds` of the batch is the time since the previous collection ended: actors play
         through training and evaluation, so positions over it is the rate they arrive at."""
         batches: list[SelfPlayBatch] = []
-        collected = restarts = 0
+        collected = 0
         actor_seconds = 0.0
         while collected < num_positions:
+            # Everything ready, not just the first: a failed call is seen as soon as it fails.
             ready, _ = ray.wait(list(self.pending), num_returns=1)
-            index = self.pending.pop(ready[0])
-            try:
-                batch, overflows = ray.get(ready[0])
-            except ACTOR_LOST as error:
-                restarts += 1
-                self.alive[index] = False
-                self.incarnation[index] += 1
-                reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                self.log(f"worker {index} died ({type(error).__name__}: {reason[:160]}); Ray "
-                         f"restarts it, its games in flight are lost")
+            ready, _ = ray.wait(list(self.pending), num_returns=len(self.pending), timeout=0)
+            for call in ready:
+                index = self.pending.pop(call)
                 self._submit(index)
-                continue
-            self.alive[index] = True
-            self.overflows[index] = overflows
-            self._submit(index)
-            batches.append(batch)
-            collected += batch.positions
-            actor_seconds += batch.seconds
-            if progress is not None:
-                progress(min(collected, num_positions))
+                try:
+                    batch, overflows = ray.get(call)
+                except ACTOR_LOST as error:
+                    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                    self.log(f"worker {index}: a call was lost ({type(error).__name__}: "
+                             f"{reason[:160]}); Ray restarts the actor, its games in flight are lost")
+                    continue
+                self.overflows[index] = overflows
+                batches.append(batch)
+                collected += batch.positions
+                actor_seconds += batch.seconds
+                if progress is not None:
+                    progress(min(collected, num_positions))
         now = time.perf_counter()
         seconds, self.cycle_started = now - self.cycle_started, now
-        self.restarts_total += restarts
+        states = actor_states(self.actors)
+        restarts = [count for _, count in states]
+        for index, (before, after) in enumerate(zip(self.restarts_seen, restarts)):
+            if after > before:
+                self.log(f"worker {index} was restarted by Ray ({after - before} time(s) since "
+                         f"the last iteration); its games in flight were lost")
+        new_restarts = sum(restarts) - sum(self.restarts_seen)
+        self.restarts_seen = restarts
         self.last_metrics = {
             "workers": self.config.workers,
-            "workers_alive": sum(self.alive),
-            "worker_restarts": restarts,
-            "worker_restarts_total": self.restarts_total,
+            "workers_alive": sum(state == "ALIVE" for state, _ in states),
+            "worker_restarts": new_restarts,
+            "worker_restarts_total": sum(restarts),
             # Each actor's own playing time: the speed of one worker, whatever the learner did.
             "positions_per_worker_per_s": round(collected / max(actor_seconds, 1e-9), 2),
         }
@@ -203,6 +234,16 @@ class RaySelfPlay:
 
     def close(self) -> None:
         ray.shutdown()
+
+
+def actor_states(actors) -> list[tuple[str, int]]:
+    """(state, restarts so far) of each actor from the cluster's actor table: state is ALIVE,
+    RESTARTING, DEAD, PENDING_CREATION or DEPENDENCIES_UNREADY. The public state API
+    (ray.util.state) needs the dashboard, which a local instance here does not start, so this
+    reads the table the dashboard itself reads; requirements.txt pins the Ray release it was
+    checked against."""
+    rows = [actor_table.actor_table(actor._actor_id.hex()) for actor in actors]
+    return [(row.get("State", "UNKNOWN"), int(row.get("NumRestarts", 0))) for row in rows]
 
 
 def merge(batches: list[SelfPlayBatch], seconds: float) -> SelfPlayBatch:
