@@ -157,11 +157,13 @@ class RaySelfPlay:
         self.last_metrics: dict = {}
         self.weights_version = version
         self.publish(weights, version)
+        # Before the first call: an actor answers calls in order, and this waits for all of
+        # them to be built (TensorFlow imported, net traced).
+        for index, (pid, host) in enumerate(self.worker_locations()):
+            log(f"ray: worker {index} is pid {pid} on {host}")
         for index in range(config.workers):
             for _ in range(CALLS_QUEUED):
                 self._submit(index)
-        for index, (pid, host) in enumerate(self.worker_locations()):
-            log(f"ray: worker {index} is pid {pid} on {host}")
         self.cycle_started = time.perf_counter()
 
     def publish(self, weights: list[np.ndarray], version: int) -> None:
