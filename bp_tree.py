@@ -89,7 +89,17 @@ class TrainingLoop:
             self.counters["commands"] = [*self.counters.get("commands", []), command]
         iteration = self.counters["iteration"]
         self.rng = np.random.default_rng([config.seed, iteration])
-        self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+        if config.workers:
+            # Deferred: Ray takes seconds to import and only --workers needs it.
+            from cluster import ClusterError, RaySelfPlay
+            try:
+                self.selfplay = RaySelfPlay(config, self.trainer.model.get_weights(), iteration, log)
+            except ClusterError as error:
+                log(f"bp_tree: {error}")
+                raise SystemExit(EXIT_REFUSED) from None
+        else:
+            self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+            self.selfplay.weights_version = iteration
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
         self.tf = tf
 
@@ -137,10 +147,16 @@ class TrainingLoop:
                                        progress=lambda done: bar.update(done - bar.n))
         targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
                    batch.final)
-        atomic_save_npz(run.chunk_path(iteration), chunk_arrays(*targets))
+        atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(*targets),
+                                                    "weights_version": batch.weights_version})
         self.buffer.add(*targets)
 
         losses = self._train(batch.positions, iteration)
+        # The weights are now version `iteration`: actors get them at their next call.
+        if config.workers:
+            self.selfplay.publish(self.trainer.model.get_weights(), iteration)
+        else:
+            self.selfplay.weights_version = iteration
 
         # Greedy after the match's random openings: the net at its strongest.
         evaluation = play_pair(config, self.net, "random", config.eval_games_random,
@@ -168,8 +184,13 @@ class TrainingLoop:
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
             "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
             "replay_size": len(self.buffer),
-            "tree_overflows": int(self.selfplay.driver.search.overflow_count),
+            "tree_overflows": self.selfplay.tree_overflows,
+            # In iterations of training behind the weights this iteration trained from.
+            "weights_age_mean": round(float(np.mean(iteration - 1 - batch.weights_version)), 3),
+            "weights_age_max": int(np.max(iteration - 1 - batch.weights_version)),
         }
+        if config.workers:
+            record.update(self.selfplay.last_metrics)
         if losses:
             record.update(losses)
         if config.resign_threshold > -1 and batch.playthrough_resignations:
@@ -309,6 +330,7 @@ def main(argv=None) -> int:
     config, args = Config.from_args(argv)
     command = shlex.join(["bp_tree.py", *argv])
     run = RunDirectory(resolve_run_path(args.run), log=log)
+    loop = None
     try:
         run.lock()
         try:
@@ -339,6 +361,8 @@ def main(argv=None) -> int:
             f"written before is intact)")
         return EXIT_STORAGE
     finally:
+        if loop is not None and config.workers:
+            loop.selfplay.close()
         run.unlock()
 
 

@@ -7,6 +7,7 @@ Per game in flight (preallocated, G games, L = max_moves):
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
     full     bool    [G, L]           searched fully: only these become training positions
+    version  int32   [G, L]           `weights_version` when the position was searched
 When a game ends, its positions get the value target z * to_play, z the result from black's
 view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. Its positions
 also get the auxiliary targets (replay_buffer.py): the final position's area ownership
@@ -47,6 +48,7 @@ class SelfPlayBatch:
     ownership: np.ndarray      # int8 (k, N, N), see the module docstring
     score: np.ndarray          # float32 (k,)
     final: np.ndarray          # bool (k,)
+    weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
     # Moves made during this call, in every game in flight: the games handed over may have
@@ -77,10 +79,18 @@ class SelfPlay:
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
         self.full = np.ones((games, length), bool)
+        self.version = np.zeros((games, length), np.int32)
+        # The caller's label for the evaluator's current weights (the training loop: the
+        # iteration that trained them); set it whenever the weights change.
+        self.weights_version = 0
         self.resigned_by = np.zeros(games, np.int8)        # side that resigned, 0 if none
         self.would_resign = np.zeros(games, np.int8)       # playthrough game: side that would have
         self.playthrough = np.zeros(games, bool)
         self._start_games(np.ones(games, bool))
+
+    @property
+    def tree_overflows(self) -> int:
+        return int(self.driver.search.overflow_count)
 
     def _start_games(self, games: np.ndarray) -> None:
         self.driver.new_games(games)
@@ -92,7 +102,7 @@ class SelfPlay:
         """Play until at least `num_positions` positions of finished games are collected."""
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
-        planes, policy, value, finished = [], [], [], []
+        planes, policy, value, versions, finished = [], [], [], [], []
         ownership, score, final = [], [], []
         collected = false_resigns = playthrough_resigns = played = 0
         while collected < num_positions:
@@ -107,6 +117,7 @@ class SelfPlay:
                 ownership.append(positions[3])
                 score.append(positions[4])
                 final.append(positions[5])
+                versions.append(positions[6])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -122,6 +133,7 @@ class SelfPlay:
             ownership=np.concatenate(ownership) if ownership else np.zeros((0, n, n), np.int8),
             score=np.concatenate(score) if score else np.zeros(0, np.float32),
             final=np.concatenate(final) if final else np.zeros(0, bool),
+            weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
             false_resignations=false_resigns, playthrough_resignations=playthrough_resigns)
@@ -152,6 +164,7 @@ class SelfPlay:
         if sampled.any():
             actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
         self.moves[rows, move_number] = actions
+        self.version[rows, move_number] = self.weights_version
         resigning = np.zeros(config.num_games, bool)
         if config.resign_threshold > -1:
             hopeless = driver.root_values() < config.resign_threshold
@@ -188,4 +201,5 @@ class SelfPlay:
         side = self.to_play[game, :length][kept]
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
                         values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
-                        (score * side).astype(np.float32), np.full(len(side), final))
+                        (score * side).astype(np.float32), np.full(len(side), final),
+                        self.version[game, :length][kept])

@@ -72,14 +72,18 @@ def test_every_field_has_a_flag():
             text, wanted = "0:0.5", ((0, 0.5),)
         elif isinstance(default, bool):
             text, wanted = str(not default).lower(), not default
+        elif isinstance(default, str):
+            text = wanted = "10.0.0.1:6379"
         else:
             wanted = default + 1 if isinstance(default, int) else default + 0.5
             if field.name == "momentum":   # must stay below 1
                 wanted = default - 0.5
             text = str(wanted)
-        config = parse(f"--{field.name}", text)
+        # A cluster address means nothing without workers to put on it.
+        extra = {"workers": 1} if field.name == "ray_address" else {}
+        config = parse(f"--{field.name}", text, *(f"--{k}={v}" for k, v in extra.items()))
         assert getattr(config, field.name) == wanted, field.name
-        assert config == dataclasses.replace(base, **{field.name: wanted})
+        assert config == dataclasses.replace(base, **{field.name: wanted}, **extra)
 
 
 def test_run_flag_is_returned_with_the_config():
@@ -106,6 +110,8 @@ def test_run_flag_is_returned_with_the_config():
     (["--eval_games_random", "0"], "eval_games_random"),
     (["--positions_per_iteration", "0"], "positions_per_iteration"),
     (["--no_such_field", "1"], "unrecognized"),
+    (["--ray_address", "auto"], "ray_address needs workers"),
+    (["--workers", "-1"], "workers"),
 ])
 def test_bad_values_are_usage_errors(argv, mentions, capsys):
     with pytest.raises(SystemExit) as exit_info:

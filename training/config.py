@@ -85,6 +85,11 @@ class Config:
     iterations: int = 0                # 0 means run until stopped
     max_cpu_seconds: float = 0.0       # stop after the iteration that reaches this cpu_seconds; 0: never
 
+    # Scaling out (cluster/): self-play actors on Ray; 0 plays in the training process.
+    workers: int = 0
+    ray_address: str = ""              # "" starts a local Ray; "auto" or HOST:PORT joins a cluster
+    worker_gpus: float = 0.0           # GPUs Ray assigns each actor (a fraction shares one)
+
     @property
     def resolved_max_moves(self) -> int:
         return self.max_moves or 2 * self.board_size ** 2
@@ -131,6 +136,8 @@ class Config:
         if not (all(a[0] < b[0] for a, b in zip(schedule, schedule[1:]))
                 and all(math.isfinite(rate) and 0 < rate <= 10 for _, rate in schedule)):
             raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
+        if self.ray_address and not self.workers:
+            raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
 
     # The most memory the replay buffer may take: a larger window fails later, in an allocation.
@@ -158,6 +165,7 @@ class Config:
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
+            ("workers", 0, 100_000), ("worker_gpus", 0, 64),
         ]
 
     def to_json(self) -> str:
