@@ -4,7 +4,11 @@
     python evaluate.py --run runs/NAME --rating [--checkpoints 4] [--games 20] [--sims 48]
     python evaluate.py --black random --white gnugo:0 --board-size 7 --komi 7.5 --games 20
 
-Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`, `random`.
+Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `gnugo:LEVEL`, `random`,
+`mcts:SIMS` (pure Monte Carlo tree search without a net: uniform priors over the sensible
+moves, each leaf valued by one random playout, SIMS simulations per move).
+`--rollout-lambda L` makes the checkpoints' search mix playout results into their leaf values
+(AlphaGo's (1 - L) * v + L * z; default: the run's config).
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
@@ -15,7 +19,7 @@ rules).
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
-Without --run, --board-size and --komi set the game (random and GNU Go players only).
+Without --run, --board-size and --komi set the game (random, mcts and GNU Go players only).
 """
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                       "as given; its config sets the board, komi and rules")
     parser.add_argument("-a", "--black", "--player-a", dest="player_a",
                         help="player A (black in the first game): ckpt:latest, ckpt:I, "
-                             "gnugo:L, random")
+                             "gnugo:L, mcts:SIMS, random")
     parser.add_argument("-b", "--white", "--player-b", dest="player_b", help="player B")
     parser.add_argument("--rating", action="store_true",
                         help="round robin of the run's checkpoints and random, Bradley-Terry fit")
@@ -53,6 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sims", type=int, default=None,
                         help="simulations per move of a checkpoint (default: the run's config; 0 = "
                              "the policy alone)")
+    parser.add_argument("--rollout-lambda", type=float, default=None,
+                        help="leaf value (1 - L) * net + L * playout for the checkpoints "
+                             "(default: the run's rollout_lambda)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="games played at once (default min(games, 32))")
     parser.add_argument("--seed", type=int, default=0)
@@ -85,6 +92,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"--{name} must be at least 1")
     if args.sims is not None and args.sims < 0:
         parser.error("--sims must be >= 0")
+    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
+        parser.error("--rollout-lambda must be in 0..1")
     return args
 
 
@@ -129,6 +138,10 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[objec
     kind, _, value = spec.partition(":")
     if kind == "random" and not value:
         return "random", "random"
+    if kind == "mcts":
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"evaluate: {spec}: expected mcts:SIMULATIONS (at least 1)")
+        return f"mcts:{int(value)}", f"mcts:{int(value)}"
     if kind == "gnugo":
         if not value.isdigit():
             raise SystemExit(f"evaluate: {spec}: expected gnugo:LEVEL (0..10)")
@@ -141,7 +154,8 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None) -> tuple[objec
             return checkpoints.net(iteration), f"ckpt:{iteration}"
         except NetOpenError as error:
             raise SystemExit(f"evaluate: {error}") from None
-    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L or random")
+    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, gnugo:L, mcts:SIMS "
+                     f"or random")
 
 
 def write_sgf(directory: str, report) -> None:
@@ -152,6 +166,8 @@ def write_sgf(directory: str, report) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     config, run_path = load_config(args)
+    if args.rollout_lambda is not None:
+        config = config.overridden(rollout_lambda=args.rollout_lambda)
     simulations = config.simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
@@ -163,8 +179,9 @@ def main(argv=None) -> int:
         entry_b, name_b = entry_for(args.player_b, config, checkpoints)
         if name_a == name_b:
             name_a, name_b = f"A {name_a}", f"B {name_b}"
-        searching = (f"{simulations} simulations per net move, "
-                     if "ckpt" in (name_a + name_b) else "")
+        searching = (f"{simulations} simulations per net move"
+                     + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
+                     + ", " if "ckpt" in (name_a + name_b) else "")
         print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
               f"{'positional superko' if config.superko else 'simple ko'}, "
               f"{searching}{games} games ({parallel} at once)", flush=True)

@@ -42,6 +42,11 @@ class Config:
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
     # and a young net cannot learn to pass its way through self-play (it did: see the notes).
     sensible_moves_only: bool = True
+    # AlphaGo's leaf evaluation (Silver et al. 2016): a new leaf's value is
+    # (1 - rollout_lambda) * v + rollout_lambda * z, v the net's value and z the result of one
+    # random sensible playout from the leaf (GoBatch.playouts). 0: the net alone (AlphaZero);
+    # 1: the playout alone (with a uniform evaluator, pure Monte Carlo tree search).
+    rollout_lambda: float = 0.0
 
     # Self-play.
     num_games: int = 128               # games played at once; the net's inference batch
@@ -92,6 +97,7 @@ class Config:
             (self.train_batch_size >= 1, "train_batch_size must be >= 1"),
             (self.replay_window >= self.train_batch_size, "replay_window must hold a batch"),
             (0 <= self.noise_fraction <= 1, "noise_fraction must be in [0, 1]"),
+            (0 <= self.rollout_lambda <= 1, "rollout_lambda must be in [0, 1]"),
             (0 <= self.resign_playthrough <= 1, "resign_playthrough must be in [0, 1]"),
             (self.gnugo_every >= 0 and self.gnugo_games >= 1 and self.previous_games >= 1,
              "gnugo_every >= 0, gnugo_games >= 1, previous_games >= 1"),
