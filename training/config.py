@@ -138,8 +138,14 @@ class Config:
                 for name in self.SHAPE_FIELDS if getattr(saved, name) != getattr(self, name)]
 
     @classmethod
-    def from_args(cls, argv=None) -> tuple["Config", argparse.Namespace]:
-        parser = argparse.ArgumentParser(description="Train a Go net by batched self-play.")
+    def from_args(cls, argv=None, *, description: str = "Train a Go net by batched self-play.",
+                  add_arguments=None, check=None) -> tuple["Config", argparse.Namespace]:
+        """(config, args) from the command line: --run, --preset and a flag per field.
+        `add_arguments(parser)` adds a command's own flags; `check(args, parser)` may refuse
+        them with parser.error."""
+        parser = argparse.ArgumentParser(description=description)
+        if add_arguments is not None:
+            add_arguments(parser)
         parser.add_argument("--run", default="default",
                             help="run directory: a bare name means runs/NAME, a path is used as given")
         parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
@@ -147,6 +153,8 @@ class Config:
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
+        if check is not None:
+            check(args, parser)
         overrides = {f.name: getattr(args, f.name) for f in fields(cls)
                      if getattr(args, f.name) is not None}
         try:
