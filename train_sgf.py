@@ -5,9 +5,10 @@ games is held out to measure move-prediction accuracy.
     python train_sgf.py --sgf DIR --run NAME [--preset P] [--board_size 9] [--iterations 4]
                         [--held_out 0.1] [any bp_tree.py config flag]
 
-Every config flag of bp_tree.py applies (they shape the net and the rules); `--iterations`
-is the number of passes over the training positions (0: one), each a checkpoint and an
-iteration of the run, so `bp_tree.py --run NAME` with the same flags continues by self-play.
+Every config flag of bp_tree.py applies (they shape the net and the rules). Each pass over
+the training positions is an iteration of the run with its checkpoint; as in bp_tree.py,
+`--iterations I` trains until the run has I iterations (0: one more pass), and
+`bp_tree.py --run NAME` with the same flags then continues by self-play.
 Files that cannot be used are counted and skipped with their reasons (games/sgf_corpus.py).
 """
 from __future__ import annotations
@@ -69,14 +70,15 @@ def main(argv=None) -> int:
         return 2
     rng = np.random.default_rng([config.seed, loop.counters["iteration"]])
     steps = loop.steps_per_pass(len(train))
-    passes = config.iterations or 1
+    goal = config.iterations or loop.counters["iteration"] + 1
+    passes = goal - loop.counters["iteration"]
     print(f"{len(train_games)} training games ({len(train)} positions), {len(held_games)} held "
           f"out ({len(held) if held is not None else 0} positions); {passes} passes of {steps} "
           f"steps of {config.train_batch_size}", flush=True)
     sample = np.random.default_rng(config.seed).choice(len(train), min(len(train), 4096),
                                                        replace=False)
     train_sample = train.take(sample)
-    for _ in range(passes):
+    while loop.counters["iteration"] < goal:
         started = time.perf_counter()
         losses = loop.train(train, steps, rng)
         record = {**losses, "sgf_games": len(train_games), "sgf_positions": len(train),
