@@ -5,7 +5,8 @@
 
 A game record is used from its setup (handicap stones, AB/AW in the first node, and who is to
 play: PL, else the first move's colour) through every move, passes included, under the run's
-rules (komi, simple ko or superko, suicide forbidden). The value target is the recorded
+rules (komi, simple ko or superko, suicide forbidden); moves after two passes resume play
+from the stones as a fresh position (no ko ban carried over). The value target is the recorded
 winner (RE) from the side to move's view; a game recorded with another komi is used when its
 margin makes the same player win under the run's komi (a resignation always does) and
 skipped otherwise. Files that cannot be used are counted and skipped, each with its reason
@@ -105,6 +106,11 @@ def record_positions(record: SgfRecord, config: Config) -> Positions:
     value = np.empty(count, np.float32)
     played = np.empty(count, np.int64)
     for index, (colour, move) in enumerate(moves):
+        if go.is_over()[0]:
+            # Moves after two passes: SGF play goes on (our matches record GNU Go's cleanup
+            # phase so). Play resumes from the stones with the side to move as a fresh
+            # position, as games/matches.py's cleanup phase does.
+            go.set_board(go.board(), go.to_play())
         if colour != int(go.to_play()[0]):
             raise UnusableGame(f"out of turn: move {index + 1} is "
                                f"{'black' if colour > 0 else 'white'}'s, the other side is to play")

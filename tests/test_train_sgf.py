@@ -70,6 +70,14 @@ def test_unusable_records_say_why(sgf, reason):
         positions(sgf)
 
 
+def test_play_after_two_passes_resumes_from_the_stones():
+    # A cleanup phase as our GNU Go matches record it: two passes, then play goes on.
+    game = positions("(;GM[1]FF[4]SZ[5]KM[0.5]RE[B+R];B[cc];W[];B[];W[dd];B[bb])")
+    np.testing.assert_array_equal(game.move, [12, 25, 25, 18, 6])
+    # White to move after the passes sees black's C3 stone as the opponent's.
+    assert game.planes[3][2, 2, 1] == 1 and game.planes[3][..., 1].sum() == 1
+
+
 def test_another_komi_is_fine_when_the_winner_stays():
     assert len(positions("(;GM[1]FF[4]SZ[5]KM[6.5]RE[B+R];B[cc];W[dd])")) == 2
     assert len(positions("(;GM[1]FF[4]SZ[5]KM[0]RE[B+2];B[cc];W[dd])")) == 2
