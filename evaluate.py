@@ -5,7 +5,11 @@
     python evaluate.py --black random --white gnugo:0 --board-size 7 --komi 7.5 --games 20
 
 Players: `ckpt:latest`, `ckpt:ITERATION` (a checkpoint of --run), `model:PATH` (a model file,
-e.g. models/9x9.npz: without --run its config sets the game), `gnugo:LEVEL`, `random`.
+e.g. models/9x9.npz: without --run its config sets the game), `gnugo:LEVEL`, `random`,
+`mcts:SIMS` (pure Monte Carlo tree search without a net: uniform priors over the sensible
+moves, each leaf valued by one random playout, SIMS simulations per move).
+`--rollout-lambda L` makes the nets' search mix playout results into their leaf values
+(AlphaGo's (1 - L) * v + L * z; default: the run's config).
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
@@ -17,7 +21,7 @@ played once with each colour.
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
-Without --run, --board-size and --komi set the game (random and GNU Go players only).
+Without --run, --board-size and --komi set the game (random, mcts and GNU Go players only).
 """
 from __future__ import annotations
 
@@ -46,7 +50,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                       "as given; its config sets the board, komi and rules")
     parser.add_argument("-a", "--black", "--player-a", dest="player_a",
                         help="player A (black in the first game): ckpt:latest, ckpt:I, "
-                             "gnugo:L, random")
+                             "gnugo:L, mcts:SIMS, random")
     parser.add_argument("-b", "--white", "--player-b", dest="player_b", help="player B")
     parser.add_argument("--rating", action="store_true",
                         help="round robin of the run's checkpoints and random, Bradley-Terry fit")
@@ -55,6 +59,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--sims", type=int, default=None,
                         help="simulations per move of a checkpoint (default: the run's config; 0 = "
                              "the policy alone)")
+    parser.add_argument("--rollout-lambda", type=float, default=None,
+                        help="leaf value (1 - L) * net + L * playout for the checkpoints "
+                             "(default: the run's rollout_lambda)")
     parser.add_argument("--parallel", type=int, default=None,
                         help="games played at once (default min(games, 32))")
     parser.add_argument("--seed", type=int, default=0)
@@ -92,6 +99,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--random-openings and --opening-moves must be at least 0")
     if args.sims is not None and args.sims < 0:
         parser.error("--sims must be >= 0")
+    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
+        parser.error("--rollout-lambda must be in 0..1")
     return args
 
 
@@ -147,6 +156,10 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None,
     kind, _, value = spec.partition(":")
     if kind == "random" and not value:
         return "random", "random"
+    if kind == "mcts":
+        if not value.isdigit() or int(value) < 1:
+            raise SystemExit(f"evaluate: {spec}: expected mcts:SIMULATIONS (at least 1)")
+        return f"mcts:{int(value)}", f"mcts:{int(value)}"
     if kind == "gnugo":
         if not value.isdigit():
             raise SystemExit(f"evaluate: {spec}: expected gnugo:LEVEL (0..10)")
@@ -170,7 +183,7 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None,
                              f"{config.board_size}")
         return opened.net, f"model:{Path(value).name}"
     raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, model:PATH, "
-                     f"gnugo:L or random")
+                     f"gnugo:L, mcts:SIMS or random")
 
 
 def write_sgf(directory: str, report) -> None:
@@ -181,6 +194,8 @@ def write_sgf(directory: str, report) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     config, run_path = load_config(args)
+    if args.rollout_lambda is not None:
+        config = config.overridden(rollout_lambda=args.rollout_lambda)
     simulations = config.simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
@@ -192,8 +207,10 @@ def main(argv=None) -> int:
         entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
         if name_a == name_b:
             name_a, name_b = f"A {name_a}", f"B {name_b}"
-        searching = (f"{simulations} simulations per net move, "
-                     if "ckpt" in (name_a + name_b) or "model" in (name_a + name_b) else "")
+        nets = "ckpt" in (name_a + name_b) or "model" in (name_a + name_b)
+        searching = (f"{simulations} simulations per net move"
+                     + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
+                     + ", " if nets else "")
         print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
               f"{'positional superko' if config.superko else 'simple ko'}, "
               f"{searching}{games} games ({parallel} at once)", flush=True)

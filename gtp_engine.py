@@ -1,10 +1,14 @@
 """GTP (version 2) engine for GUIs (Sabaki, GoGui, Lizzie) and matches (GNU Go, gogui-twogtp).
 
     python gtp_engine.py --run runs/NAME [--checkpoint K] [--sims S] [--no-search]
-                         [--resign-threshold V] [--analysis-sims A]
+                         [--resign-threshold V] [--analysis-sims A] [--rollout-lambda L]
+    python gtp_engine.py --player mcts:SIMS [--board-size N] [--komi K]
 
 Loads the newest readable checkpoint of the run (or iteration K) and answers GTP on
-stdin/stdout. `--run` works like everywhere else (a bare name is runs/NAME under the project,
+stdin/stdout; `--rollout-lambda` mixes random playout results into the search's leaf values
+((1 - L) * net + L * playout). `--player mcts:SIMS` plays without a net instead: pure Monte
+Carlo tree search (uniform priors over the sensible moves, one playout per leaf, SIMS
+simulations per move) on an N x N board (default 9). `--run` works like everywhere else (a bare name is runs/NAME under the project,
 whatever the working directory; a path is used as given), so GUIs that start engines in
 another directory find the run. Only the protocol is written to stdout: the process keeps the
 real stdout for itself and points file descriptor 1 at stderr, where logs go, so nothing
@@ -19,8 +23,10 @@ import io
 import os
 import sys
 
+from games.search import pure_mcts
 from gtp import EngineOptions, GoEngine, GtpServer
 from gtp.version import program_version
+from training.config import Config
 from training.nets import NetOpenError, open_net
 
 
@@ -31,8 +37,15 @@ def log(message: str) -> None:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GTP engine playing a trained net.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {program_version()}")
-    parser.add_argument("--run", required=True,
+    parser.add_argument("--run",
                         help="run directory: a bare name means runs/NAME, a path is used as given")
+    parser.add_argument("--player", default=None,
+                        help="mcts:SIMS: pure Monte Carlo tree search without a net (instead of --run)")
+    parser.add_argument("--board-size", type=int, default=None, help="with --player (default 9)")
+    parser.add_argument("--komi", type=float, default=None, help="with --player (default 7.5)")
+    parser.add_argument("--rollout-lambda", type=float, default=None,
+                        help="with --run: leaf value (1 - L) * net + L * random playout "
+                             "(default: the run's config)")
     parser.add_argument("--checkpoint", type=int, default=None,
                         help="iteration to load (default: the newest readable checkpoint)")
     parser.add_argument("--sims", type=int, default=None,
@@ -49,6 +62,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                              f"{program_version()}). Lizzie 0.7 reads it as Leela Zero's and "
                              "hangs below 0.15: give it --version-answer 0.17")
     args = parser.parse_args(argv)
+    if (args.run is None) == (args.player is None):
+        parser.error("name either --run (a trained net) or --player mcts:SIMS")
+    if args.player is not None:
+        kind, _, value = args.player.partition(":")
+        if kind != "mcts" or not value.isdigit() or int(value) < 1:
+            parser.error(f"--player {args.player}: expected mcts:SIMS with SIMS >= 1")
+        if args.checkpoint is not None or args.no_search or args.rollout_lambda is not None:
+            parser.error("--checkpoint, --no-search and --rollout-lambda are for --run")
+    elif args.board_size is not None or args.komi is not None:
+        parser.error("--board-size and --komi are for --player (a run's net knows its board)")
+    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
+        parser.error("--rollout-lambda must be in 0..1")
     if args.sims is not None and args.sims < 1:
         parser.error("--sims must be at least 1")
     if args.analysis_sims is not None and args.analysis_sims < 1:
@@ -69,14 +94,37 @@ def claim_stdout():
                             write_through=True)
 
 
+def pure_mcts_engine(args: argparse.Namespace) -> GoEngine:
+    simulations = int(args.player.partition(":")[2])
+    try:
+        config = Config(board_size=9 if args.board_size is None else args.board_size,
+                        komi=7.5 if args.komi is None else args.komi).validate()
+    except ValueError as error:
+        log(f"gtp_engine: {error}")
+        raise SystemExit(2) from None
+    config, evaluator = pure_mcts(config)
+    options = EngineOptions(simulations=simulations, resign_threshold=args.resign_threshold,
+                            analysis_simulations=args.analysis_sims,
+                            net=f"pure Monte Carlo tree search ({args.player})",
+                            **({"version": args.version_answer} if args.version_answer else {}))
+    log(f"gtp_engine: pure Monte Carlo tree search, {config.board_size}x{config.board_size}, "
+        f"{simulations} simulations (one playout each) per move")
+    return GoEngine(config, evaluator, options, log=log, seed=config.seed)
+
+
 def load_engine(args: argparse.Namespace):
-    """The GoEngine of the run's checkpoint; SystemExit(2) with a message if there is none."""
+    """The GoEngine of the run's checkpoint (or the pure MCTS player); SystemExit(2) with a
+    message if there is none."""
+    if args.player is not None:
+        return pure_mcts_engine(args)
     try:
         opened = open_net(args.run, checkpoint=args.checkpoint, batch_size=1, log=log)
     except NetOpenError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
     config = opened.config
+    if args.rollout_lambda is not None:
+        config = config.overridden(rollout_lambda=args.rollout_lambda)
     simulations = args.sims or config.simulations
     where = opened.path if opened.iteration is None else f"{opened.path} iteration {opened.iteration}"
     net = (f"{where}, {config.board_size}x{config.board_size}, "

@@ -80,9 +80,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--save-dir", type=Path, default=None,
                         help="where S saves games as SGF (default: RUN/gui_games)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rollout-lambda", type=float, default=None, metavar="L",
+                        help="leaf value (1 - L) * net + L * random playout (default: the run's)")
     args = parser.parse_args(argv)
     if args.sims is not None and args.sims < 1:
         parser.error("--sims must be at least 1 (--no-search plays without search)")
+    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
+        parser.error("--rollout-lambda must be in 0..1")
     return args
 
 
@@ -105,6 +109,8 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
         raise SetupError(str(error)) from None
     search_simulations = args.sims or config.simulations
     simulations = 0 if args.no_search else search_simulations
+    if args.rollout_lambda is not None:
+        config = config.overridden(rollout_lambda=args.rollout_lambda)
     try:
         driver = SearchingGames(config, 1, net, simulations=search_simulations,
                                 seed=args.seed, num_threads=1)

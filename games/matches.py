@@ -7,8 +7,10 @@ net against random, GNU Go, another net or checkpoint).
     report.wins, report.losses, report.draws, report.win_rate, report.interval()
     ratings.fit_bradley_terry([report.pair(), ...], anchor="random")   # games/ratings.py
 
-A player is a net searching with `SearchingGames` (`NetPlayer`), GNU Go at some level
-(`GnuGoPlayer`, one GTP process per game) or a uniformly random legal player (`RandomPlayer`).
+A player is a net searching with `SearchingGames` (`NetPlayer`), the net-free pure Monte Carlo
+tree search ("mcts:SIMS": a `NetPlayer` over `games.search.pure_mcts`, SIMS playouts per move),
+GNU Go at some level (`GnuGoPlayer`, one GTP process per game) or a uniformly random legal
+player (`RandomPlayer`).
 `play_match` runs `parallel` games in lockstep; a finished game's slot takes the next game at
 once. Player A is black in even-numbered games and white in odd ones.
 
@@ -59,7 +61,7 @@ import numpy as np
 from games import gnugo
 from games.gnugo import GnuGoError, GnuGoNotFound, find_gnugo
 from games.ratings import PairResult, wilson_interval
-from games.search import SearchingGames
+from games.search import SearchingGames, pure_mcts
 from games.sgf_records import game_to_sgf, result_text
 from kernels import GoBatch, coords
 from training.config import Config
@@ -643,14 +645,22 @@ def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulatio
 def make_player(config: Config, entry, name: str, parallel: int, simulations: int, *,
                 seed: int = 0, opening_moves: int = 0, gnugo_path=None,
                 log: Callable[[str], None] = log_to_stderr) -> Player:
-    """A player from `entry`: "random", "gnugo:L" (GNU Go at level L), or an evaluator (a net)."""
+    """A player from `entry`: "random", "gnugo:L" (GNU Go at level L), "mcts:S" (pure Monte
+    Carlo tree search, S simulations per move whatever `simulations` says), or an evaluator (a
+    net searching `simulations` per move under `config`, rollout_lambda included)."""
     if isinstance(entry, str):
         if entry == "random":
             return RandomPlayer(name)
+        simulations_text = entry[len("mcts:"):]
+        if entry.startswith("mcts:") and simulations_text.isdigit() and int(simulations_text) > 0:
+            mcts_config, uniform = pure_mcts(config)
+            return NetPlayer(mcts_config, uniform, parallel, int(simulations_text), seed=seed,
+                             opening_moves=opening_moves, name=name)
         if entry.startswith("gnugo:") and entry[len("gnugo:"):].isdigit():
             return GnuGoPlayer(config, int(entry[len("gnugo:"):]), parallel, seed=seed,
                                path=gnugo_path, name=name, log=log)
-        raise ValueError(f"unknown player {entry!r}: expected random, gnugo:LEVEL or a net")
+        raise ValueError(f"unknown player {entry!r}: expected random, gnugo:LEVEL, mcts:SIMS "
+                         f"(SIMS >= 1) or a net")
     return NetPlayer(config, entry, parallel, simulations, seed=seed,
                      opening_moves=opening_moves, name=name)
 
@@ -678,7 +688,7 @@ def round_robin(config: Config, entries: dict, games_per_pair: int, simulations:
                 seed: int = 0, parallel: int | None = None, opening_moves: int = 0,
                 random_openings: int = RANDOM_OPENINGS, gnugo_path=None,
                 log: Callable[[str], None] = log_to_stderr) -> list[MatchReport]:
-    """Every pair of `entries` ({name: "random" | "gnugo:L" | evaluator}) plays `games_per_pair`
+    """Every pair of `entries` ({name: "random" | "gnugo:L" | "mcts:S" | evaluator}) plays `games_per_pair`
     games, colours alternating; feed the reports (or their `pair()`s, kept across calls) to
     `fit_bradley_terry`."""
     names = list(entries)

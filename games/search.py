@@ -7,6 +7,10 @@ tree keeps its position in slot B + g * max_nodes + i, so expanding a batch of l
 
 An evaluator maps input planes (k, N, N, C) float32 to (policy (k, N*N+1) probabilities,
 value (k,) in [-1, 1] from the view of the side to move), e.g. architectures.CompiledNet.
+With `rollout_lambda` > 0 (the Config) a leaf's value is (1 - λ) · v + λ · z, z the result of
+one random sensible playout from the leaf's slot, all leaves of a search step in one
+`GoBatch.playouts` call; λ = 0 leaves the search exactly as without playouts (no playout is
+played). A uniform evaluator with λ = 1 is pure Monte Carlo tree search (`pure_mcts`).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ class SearchSettings:
     # nothing else is left) instead of every legal move.
     sensible_moves_only: bool = True
     leaves_per_game: int = 1
+    rollout_lambda: float = 0.0
 
     @classmethod
     def from_config(cls, config: Config, simulations: int | None = None) -> "SearchSettings":
@@ -41,12 +46,35 @@ class SearchSettings:
                    fpu_reduction=config.fpu_reduction, dirichlet_alpha=config.dirichlet_alpha,
                    noise_fraction=config.noise_fraction,
                    sensible_moves_only=config.sensible_moves_only,
-                   leaves_per_game=config.leaves_per_game)
+                   leaves_per_game=config.leaves_per_game,
+                   rollout_lambda=config.rollout_lambda)
 
 
 def game_results(go: GoBatch, slots) -> np.ndarray:
     """+1 / -1 / 0 from black's view for finished positions (area score minus komi)."""
     return np.sign(go.score(slots)).astype(np.float32)
+
+
+def uniform_evaluator(num_actions: int) -> Evaluator:
+    """Equal priors for every action (the search keeps the legal or sensible ones) and value
+    0: no knowledge at all, for pure Monte Carlo tree search."""
+    def evaluate(planes: np.ndarray):
+        k = len(planes)
+        return np.full((k, num_actions), 1.0 / num_actions, np.float32), np.zeros(k, np.float32)
+    return evaluate
+
+
+def pure_mcts(config: Config) -> tuple[Config, Evaluator]:
+    """(config, evaluator) of the net-free player: uniform priors over the sensible moves and
+    every leaf valued by one playout (rollout_lambda 1); its rules are `config`'s.
+
+    With equal priors, AlphaZero's first-play urgency (an unvisited move is worth the parent's
+    value minus fpu_reduction) keeps revisiting the first move tried, the lowest action: the
+    player then favours the top-left corner. An unvisited move here is worth 2 more than the
+    parent's value, above any Q, so every move gets one playout before any gets a second (as
+    in UCT), and c_puct 5 (the Gomoku AlphaZero project's pure MCTS) spreads the rest."""
+    return (config.overridden(rollout_lambda=1.0, fpu_reduction=-2.0, c_puct=5.0),
+            uniform_evaluator(config.num_actions))
 
 
 class SearchingGames:
@@ -84,6 +112,12 @@ class SearchingGames:
         policy, values = self.evaluator(self.go.features(self.history, slots))
         self.evaluations += len(slots)
         values = np.asarray(values, dtype=np.float32).copy()
+        mix = self.settings.rollout_lambda
+        if mix > 0 and not terminal.all():
+            live = slots[~terminal]
+            # The playout's result from the view of the side to move at the leaf.
+            z = np.sign(self.go.playouts(live)) * self.go.to_play(live)
+            values[~terminal] = ((1.0 - mix) * values[~terminal] + mix * z).astype(np.float32)
         if terminal.any():
             finished = slots[terminal]
             values[terminal] = game_results(self.go, finished) * self.go.to_play(finished)

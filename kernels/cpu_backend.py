@@ -78,6 +78,11 @@ class CpuBackend:
         self.rules.random_from_mask(self.pool, slots, legal, out, include_pass)
         return out
 
+    def playouts(self, slots):
+        out = np.empty(len(slots), dtype=np.int64)
+        self.rules.playouts(self.pool, slots, out)
+        return out
+
     def features(self, slots, history: int):
         channels = 2 * (history + 1) + 2
         out = np.empty((len(slots), self.board_size, self.board_size, channels), dtype=np.float32)

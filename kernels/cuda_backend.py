@@ -21,7 +21,7 @@ THREADS_PER_BLOCK = 128
 KERNEL_NAMES = (
     "go_reset_kernel", "go_seed_kernel", "go_status_kernel", "go_play_kernel", "go_copy_play_kernel",
     "go_copy_kernel", "go_legal_kernel", "go_sensible_kernel", "go_board_kernel", "go_area_kernel", "go_random_kernel",
-    "go_random_from_mask_kernel", "go_features_kernel", "go_set_board_kernel",
+    "go_random_from_mask_kernel", "go_features_kernel", "go_set_board_kernel", "go_playout_kernel",
 )
 
 
@@ -116,6 +116,12 @@ class CudaBackend:
     def random_from_mask(self, slots, legal, include_pass: bool):
         out = cupy.empty(len(slots), dtype=cupy.int64)
         self._launch("go_random_from_mask_kernel", len(slots), slots, legal, out, np.int32(include_pass))
+        return out
+
+    def playouts(self, slots):
+        scratch = cupy.empty((len(slots), self.layout["slot_bytes"]), dtype=cupy.uint8)
+        out = cupy.empty(len(slots), dtype=cupy.int64)
+        self._launch("go_playout_kernel", len(slots), slots, scratch, out)
         return out
 
     def features(self, slots, history: int):

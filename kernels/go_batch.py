@@ -265,6 +265,17 @@ class GoBatch:
                              f"got {legal.dtype} {tuple(legal.shape)}")
         return self._backend.random_from_mask(slots, self.xp.ascontiguousarray(legal), bool(include_pass))
 
+    def playouts(self, slots=None):
+        """Final scores (area score minus komi, black's view, float64 (k,)) of one playout from
+        each slot: the game continued to its end with uniformly random sensible moves (see
+        sensible_moves; pass only when nothing else is left), ending after two passes or at
+        max_moves. The slots keep their positions; each slot's random generator moves on, so
+        the next playout from it draws other moves. Slots must be distinct."""
+        slots = self._slots(slots)
+        if len(self.xp.unique(slots)) != len(slots):
+            raise ValueError("playouts: a slot appears twice")
+        return self._backend.playouts(slots).astype(np.float64) - self.komi
+
     def set_board(self, stones, to_play, slots=None):
         """Load positions as fresh games: stones (k, N, N) of +1/-1/0, to_play (k,) of +1/-1."""
         slots = self._slots(slots)

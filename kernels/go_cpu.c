@@ -408,6 +408,44 @@ static PyObject *rules_random_from_mask(RulesObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* playouts(pool, slots, out int64 (k,)): out[i] = go_playout from slot[i] (its final area
+ * score). Slots must be distinct (each playout writes its slot's random generator; GoBatch
+ * checks). Every thread plays in its own scratch slot; playouts differ in length, so boards
+ * are handed out dynamically. */
+static PyObject *rules_playouts(RulesObject *self, PyObject *args)
+{
+    PyObject *pool, *slots, *out_object;
+    SlotArgs a;
+    Buffer out = {0};
+    const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
+    if (!PyArg_ParseTuple(args, "OOO", &pool, &slots, &out_object) || borrow_slots(self, pool, slots, &a) < 0)
+        return NULL;
+    if (borrow(out_object, &out, 1, 8, a.count, "out") < 0) {
+        release_slots(&a);
+        return NULL;
+    }
+    const int threads = a.count >= PARALLEL_MIN_BOARDS ? self->num_threads : 1;
+    uint8_t *scratch = PyMem_Malloc((size_t)threads * (size_t)L->slot_bytes);
+    if (scratch == NULL) {
+        release(&out);
+        release_slots(&a);
+        return PyErr_NoMemory();
+    }
+    int64_t *scores = (int64_t *)out.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        uint8_t *mine = scratch + (size_t)omp_get_thread_num() * (size_t)L->slot_bytes;
+#pragma omp for schedule(dynamic, 4)
+        for (Py_ssize_t i = 0; i < a.count; i++) scores[i] = go_playout(L, SLOT(&a, i), mine);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_Free(scratch);
+    release(&out);
+    release_slots(&a);
+    Py_RETURN_NONE;
+}
+
 static PyObject *rules_features(RulesObject *self, PyObject *args)
 {
     PyObject *pool, *slots, *out_object;
@@ -543,6 +581,8 @@ static PyMethodDef rules_methods[] = {
     {"random", (PyCFunction)rules_random, METH_VARARGS, "random(pool, slots, out int64 (k,), include_pass)"},
     {"random_from_mask", (PyCFunction)rules_random_from_mask, METH_VARARGS,
      "random_from_mask(pool, slots, legal uint8 (k, n*n+1), out int64 (k,), include_pass)"},
+    {"playouts", (PyCFunction)rules_playouts, METH_VARARGS,
+     "playouts(pool, slots, out int64 (k,)): final area scores of random sensible playouts"},
     {"features", (PyCFunction)rules_features, METH_VARARGS, "features(pool, slots, history, out float32)"},
     {"set_board", (PyCFunction)rules_set_board, METH_VARARGS,
      "set_board(pool, slots, stones int8, to_play int8) -> None | (index, reason)"},

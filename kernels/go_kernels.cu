@@ -114,3 +114,11 @@ extern "C" __global__ void go_set_board_kernel(uint8_t *pool, const int64_t *slo
                              to_play[i] == 1 ? GO_BLACK : GO_WHITE);
     if (status[i] != 0) go_reset(&layout, SLOT(slots[i]));
 }
+
+/* scores[i] = go_playout from slots[i]; scratch holds count slots, one per board. */
+extern "C" __global__ void go_playout_kernel(uint8_t *pool, const int64_t *slots, uint8_t *scratch,
+                                             int64_t *scores, int count)
+{
+    BOARD_INDEX(i);
+    scores[i] = go_playout(&layout, SLOT(slots[i]), scratch + i * (long long)layout.slot_bytes);
+}

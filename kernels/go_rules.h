@@ -569,6 +569,25 @@ GO_FN int go_area_score(const GoLayout *L, uint8_t *base)
     return score;
 }
 
+/* A playout: the game in `base` continued to its end in `scratch` (slot_bytes bytes, not
+ * `base`) with uniformly random sensible moves (go_sensible_mask, then go_random_from_mask
+ * without pass: no filling of one's own eyes, pass only when nothing else is left), ending as
+ * every game does, after two passes or at max_moves. Returns the final area score, black minus
+ * white, komi not applied. `base` keeps its position; only its random generator moves on (it
+ * takes the scratch game's), so the next playout from the same slot draws other moves. */
+GO_FN int go_playout(const GoLayout *L, uint8_t *base, uint8_t *scratch)
+{
+    uint8_t sensible[GO_MAX_SIZE * GO_MAX_SIZE + 1];
+    go_copy_slot(L, scratch, base);
+    GoHeader *h = (GoHeader *)scratch;
+    while (!h->over) {
+        go_sensible_mask(L, scratch, sensible);
+        go_play(L, scratch, go_random_from_mask(L, scratch, sensible, 0));
+    }
+    ((GoHeader *)base)->rng = h->rng;
+    return go_area_score(L, scratch);
+}
+
 /* Load stones (+1 black, -1 white, 0 empty; n * n values) with `to_play` to move, as a fresh
  * game (no history, no ko). Returns 0, or 1 if a group would have no liberty, 2 for a bad value. */
 GO_FN int go_set_board(const GoLayout *L, uint8_t *base, const int8_t *stones, int to_play)

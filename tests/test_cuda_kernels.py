@@ -26,7 +26,8 @@ def test_cuda_sources_compile_with_nvcc(tmp_path, arch, board_size, history, sup
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     ptx = output.read_text()
-    for kernel in ("go_play_kernel", "go_legal_kernel", "go_copy_play_kernel", "go_features_kernel"):
+    for kernel in ("go_play_kernel", "go_legal_kernel", "go_copy_play_kernel", "go_features_kernel",
+                   "go_playout_kernel"):
         assert f".entry {kernel}" in ptx
 
 
@@ -63,6 +64,9 @@ def test_cpu_and_cuda_agree_on_random_games(board_size, superko):
             cpu.copy_play(np.arange(batch), children, child_moves)
             gpu.copy_play(np.arange(batch), children, gpu.xp.asarray(child_moves))
             np.testing.assert_array_equal(cpu.board(children), gpu.to_numpy(gpu.board(children)))
+            # Playouts draw the same moves from the same generators, so they end alike.
+            np.testing.assert_array_equal(cpu.playouts(children),
+                                          gpu.to_numpy(gpu.playouts(children)))
         over = cpu.is_over()
         if rng.random() < 0.5 and over.any():
             cpu.reset(over)

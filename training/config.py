@@ -56,6 +56,11 @@ class Config:
     # 1.0 (or more): every move is searched fully (off).
     full_search_share: float = 1.0
     fast_simulations: int = 16
+    # AlphaGo's leaf evaluation (Silver et al. 2016): a new leaf's value is
+    # (1 - rollout_lambda) * v + rollout_lambda * z, v the net's value and z the result of one
+    # random sensible playout from the leaf (GoBatch.playouts). 0: the net alone (AlphaZero);
+    # 1: the playout alone (with a uniform evaluator, pure Monte Carlo tree search).
+    rollout_lambda: float = 0.0
 
     # Self-play.
     num_games: int = 128               # games played at once; the net's inference batch
@@ -150,7 +155,7 @@ class Config:
             ("board_size", 2, 19), ("komi", -2 * n * n, 2 * n * n),
             ("max_moves", 0, 4 * n * n), ("history", 0, 16),
             ("blocks", 0, 40), ("filters", 1, 512), ("value_hidden", 1, 2048), ("l2", 0, 1),
-            ("simulations", 1, 100_000), ("c_puct", 1e-3, 100), ("fpu_reduction", 0, 2),
+            ("simulations", 1, 100_000), ("c_puct", 1e-3, 100), ("fpu_reduction", -2, 2),
             ("dirichlet_alpha", 1e-3, 100), ("noise_fraction", 0, 1),
             ("temperature_moves", 0, 4 * n * n), ("leaves_per_game", 1, 64),
             ("num_games", 1, 4096), ("positions_per_iteration", 1, 10_000_000),
@@ -165,7 +170,7 @@ class Config:
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
-            ("workers", 0, 100_000), ("worker_gpus", 0, 64),
+            ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
         ]
 
     def to_json(self) -> str:
@@ -202,8 +207,14 @@ class Config:
                 if getattr(args, f.name, None) is not None}
 
     @classmethod
-    def from_args(cls, argv=None) -> tuple["Config", argparse.Namespace]:
-        parser = argparse.ArgumentParser(description="Train a Go net by batched self-play.")
+    def from_args(cls, argv=None, *, description: str = "Train a Go net by batched self-play.",
+                  add_arguments=None, check=None) -> tuple["Config", argparse.Namespace]:
+        """(config, args) from the command line: --run, --preset and a flag per field.
+        `add_arguments(parser)` adds a command's own flags; `check(args, parser)` may refuse
+        them with parser.error."""
+        parser = argparse.ArgumentParser(description=description)
+        if add_arguments is not None:
+            add_arguments(parser)
         parser.add_argument("--run", default="default",
                             help="run directory: a bare name means runs/NAME, a path is used as given")
         parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
@@ -216,6 +227,8 @@ class Config:
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
+        if check is not None:
+            check(args, parser)
         overrides = cls.explicit_overrides(args)
         try:
             return dataclasses.replace(PRESETS[args.preset or "cpu"], **overrides).validate(), args

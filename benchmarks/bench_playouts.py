@@ -1,0 +1,53 @@
+"""Playouts in the rules engine: random sensible games from the empty board to the end, all
+boards of a batch in one `GoBatch.playouts` call (C), against the same games stepped from
+Python with one engine call per move (sensible_moves, random_moves, play), in one run,
+median of repeats, one thread. Last line: `playouts 9x9 b256 per_s=<X> vs_stepped=<ratio>x`.
+
+    .venv/bin/python benchmarks/bench_playouts.py [--board-size 9] [--batch 256] [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernels import GoBatch  # noqa: E402
+
+
+def stepped(board_size: int, batch: int) -> float:
+    games = GoBatch(batch, board_size, history_length=1, num_threads=1, seed=1)
+    started = time.perf_counter()
+    while not games.is_over().all():
+        live = np.flatnonzero(~games.is_over())
+        games.play(games.random_moves(live, legal=games.sensible_moves(live)), slots=live)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board-size", type=int, default=9)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    n, batch = args.board_size, args.batch
+    games = GoBatch(batch, n, history_length=1, num_threads=1)
+    in_c, in_python = [], []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        games.playouts()
+        in_c.append(time.perf_counter() - started)
+        in_python.append(stepped(n, batch))
+    c, python = statistics.median(in_c), statistics.median(in_python)
+    print(f"{n}x{n}, {batch} boards, one thread: {batch / c:.0f} playouts/s in one call, "
+          f"{batch / python:.0f}/s stepped from Python")
+    print(f"playouts {n}x{n} b{batch} per_s={batch / c:.0f} vs_stepped={python / c:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
