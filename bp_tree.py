@@ -23,7 +23,7 @@ from games.ratings import elo_step
 from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from training.config import Config
-from training.nets import build_trainer, open_net
+from training.nets import build_trainer, describe_devices, open_net
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path)
@@ -244,6 +244,11 @@ def summary_line(record: dict) -> str:
 
 def main(argv=None) -> int:
     config, args = Config.from_args(argv)
+    try:
+        devices = describe_devices(config)
+    except RuntimeError as error:
+        log(f"bp_tree: {error}")
+        return 2
     run = RunDirectory(resolve_run_path(args.run), log=log)
     try:
         config = run.prepare(config)
@@ -253,7 +258,7 @@ def main(argv=None) -> int:
     colorama.just_fix_windows_console()
     loop = TrainingLoop(config, run)
     log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
-        f"{config.simulations} simulations, {config.num_games} games at once")
+        f"{config.simulations} simulations, {config.num_games} games at once; {devices}")
     while not config.iterations or loop.counters["iteration"] < config.iterations:
         record = loop.iterate()
         print(summary_line(record), flush=True)

@@ -18,7 +18,7 @@ import os
 import sys
 
 from gtp import EngineOptions, GoEngine, GtpServer
-from training.nets import NetOpenError, open_net
+from training.nets import NetOpenError, describe_devices, open_net
 
 
 def log(message: str) -> None:
@@ -68,7 +68,10 @@ def load_engine(args: argparse.Namespace):
     except NetOpenError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
-    config = opened.config
+    # One game at a time, whose board the engine reads on the host after every command: its
+    # rules run on the CPU whatever the run was trained with (a kernel launch per call would
+    # cost more than the C call for one board); the net still runs on a GPU when there is one.
+    config = opened.config.overridden(backend="cpu")
     options = EngineOptions(simulations=args.sims or config.simulations,
                             use_search=not args.no_search,
                             resign_threshold=args.resign_threshold,
@@ -77,7 +80,8 @@ def load_engine(args: argparse.Namespace):
     engine = GoEngine(config, opened.net, options, log=log, seed=config.seed)
     log(f"gtp_engine: {opened.path}: {opened.label}, {config.board_size}x{config.board_size}, "
         f"net {config.blocks}x{config.filters}, "
-        + (f"{options.simulations} simulations per move" if options.use_search else "no search"))
+        + (f"{options.simulations} simulations per move" if options.use_search else "no search")
+        + f"; {describe_devices(config)}")
     return engine
 
 

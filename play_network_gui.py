@@ -32,7 +32,7 @@ from gui.controls import command_for_click, command_for_key, dispatch, layout_bu
 from gui.geometry import BoardGeometry  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession, colour_name  # noqa: E402
 from kernels import coords  # noqa: E402
-from training.nets import NetOpenError, open_net, read_config  # noqa: E402
+from training.nets import NetOpenError, describe_devices, open_net, read_config  # noqa: E402
 
 BOARD_PIXELS = 680
 PANEL_LEFT = BOARD_PIXELS + 20
@@ -98,6 +98,10 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
         opened = open_net(run_path, checkpoint=args.checkpoint, batch_size=1, log=log)
     except NetOpenError as error:
         raise SetupError(str(error)) from None
+    # One game, whose board the window reads on the host every frame: the rules run on the
+    # CPU (one board gains nothing from a kernel launch); the net runs on a GPU when there is one.
+    config = config.overridden(backend="cpu")
+    log(f"play_network_gui: {opened.label}; {describe_devices(config)}")
     search_simulations = args.sims or config.simulations
     simulations = 0 if args.no_search else search_simulations
     driver = SearchingGames(config, 1, opened.net, simulations=search_simulations,

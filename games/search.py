@@ -7,6 +7,15 @@ tree keeps its position in slot B + g * max_nodes + i, so expanding a batch of l
 
 An evaluator maps input planes (k, N, N, C) float32 to (policy (k, N*N+1) probabilities,
 value (k,) in [-1, 1] from the view of the side to move), e.g. architectures.CompiledNet.
+The planes are an array of the engine's namespace (`GoBatch.xp`: NumPy, or CuPy on the CUDA
+back end); the outputs may be host arrays or DLPack producers on the engine's device.
+
+One code path serves both back ends: the engine's outputs stay in its namespace, and per
+search step exactly one block goes each way between host and engine. Host to engine: the
+leaves' parent slots, their slots and their actions, int64 (3, k), in `GoBatch.upload`.
+Engine to host: what the C tree needs, in `_download`, one flat byte block of
+k * (5 * A + 5) bytes: priors float32 (k, A), values float32 (k,), legal bool (k, A),
+terminal bool (k,). On the CPU back end both are plain host copies.
 """
 from __future__ import annotations
 
@@ -44,9 +53,20 @@ class SearchSettings:
                    leaves_per_game=config.leaves_per_game)
 
 
-def game_results(go: GoBatch, slots) -> np.ndarray:
-    """+1 / -1 / 0 from black's view for finished positions (area score minus komi)."""
-    return np.sign(go.score(slots)).astype(np.float32)
+def game_results(go: GoBatch, slots):
+    """+1 / -1 / 0 from black's view for finished positions (area score minus komi), float32
+    in the engine's namespace."""
+    return go.xp.sign(go.score(slots)).astype(np.float32)
+
+
+def _in_namespace(xp, array):
+    """An evaluator's output as an array of `xp`: device data is taken over by DLPack (no
+    copy), host data is copied to the engine (only where a host evaluator meets CUDA)."""
+    if isinstance(array, xp.ndarray):
+        return array
+    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
+        return xp.from_dlpack(array)
+    return xp.asarray(array)
 
 
 class SearchingGames:
@@ -67,6 +87,7 @@ class SearchingGames:
             num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
             fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed)
         self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
+                          backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,
                           seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
@@ -75,23 +96,44 @@ class SearchingGames:
     def node_slots(self, game, node) -> np.ndarray:
         return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
 
-    def evaluate_slots(self, slots: np.ndarray):
-        """(priors, legal, values, terminal) of the positions in `slots`; a finished position's
-        value is its game result from the view of the side to move there."""
-        legal = (self.go.sensible_moves(slots) if self.settings.sensible_moves_only
-                 else self.go.legal_moves(slots))
-        terminal = self.go.is_over(slots)
-        policy, values = self.evaluator(self.go.features(self.history, slots))
-        self.evaluations += len(slots)
-        values = np.asarray(values, dtype=np.float32).copy()
-        if terminal.any():
-            finished = slots[terminal]
-            values[terminal] = game_results(self.go, finished) * self.go.to_play(finished)
-        return np.asarray(policy, dtype=np.float32), legal, values, terminal
+    def evaluate_slots(self, slots):
+        """(priors, legal, values, terminal), host NumPy, of the positions in `slots` (host
+        indices or `CheckedSlots`); a finished position's value is its game result from the
+        view of the side to move there."""
+        go, xp = self.go, self.go.xp
+        legal = (go.sensible_moves(slots) if self.settings.sensible_moves_only
+                 else go.legal_moves(slots))
+        terminal = go.is_over(slots)
+        policy, values = self.evaluator(go.features(self.history, slots))
+        self.evaluations += len(terminal)
+        policy = xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32)
+        values = _in_namespace(xp, values).astype(np.float32)
+        # Every row's result is computed and the finished ones picked on the engine: picking
+        # them first would need the terminal mask on the host, a sync per search step.
+        results = game_results(go, slots) * go.to_play(slots)
+        values = xp.where(terminal, results, values).astype(np.float32)
+        return self._download(policy, legal, values, terminal)
+
+    def _download(self, policy, legal, values, terminal):
+        """One engine-to-host copy of the four arrays the tree takes, as one flat byte block
+        (layout in the module docstring); returns host views (priors, legal, values, terminal)."""
+        xp = self.go.xp
+        k, actions = legal.shape
+        block = self.go.to_numpy(xp.concatenate([
+            policy.reshape(-1).view(np.uint8), xp.ascontiguousarray(values).view(np.uint8),
+            legal.reshape(-1).view(np.uint8), terminal.view(np.uint8)]))
+        ends = np.cumsum([4 * k * actions, 4 * k, k * actions, k])
+        return (block[:ends[0]].view(np.float32).reshape(k, actions),
+                block[ends[1]:ends[2]].view(np.bool_).reshape(k, actions),
+                block[ends[0]:ends[1]].view(np.float32),
+                block[ends[2]:ends[3]].view(np.bool_))
 
     def _evaluate_leaves(self, leaves):
-        destination = self.node_slots(leaves.game, leaves.node)
-        self.go.copy_play(self.node_slots(leaves.game, leaves.parent), destination, leaves.action)
+        (parents, destination), actions = self.go.upload(
+            [self.node_slots(leaves.game, leaves.parent), self.node_slots(leaves.game, leaves.node)],
+            leaves.action)
+        # The tree picks actions from the legal masks it was given, and a leaf's node is new.
+        self.go.copy_play(parents, destination, actions, trusted=True)
         return self.evaluate_slots(destination)
 
     def _expand_roots(self, games: np.ndarray) -> None:
@@ -99,8 +141,9 @@ class SearchingGames:
         if not needs.any():
             return
         chosen = np.flatnonzero(needs)
-        roots = self.node_slots(chosen, self.search.root_nodes[chosen])
-        self.go.copy(chosen, roots)
+        (games_slots, roots), _ = self.go.upload(
+            [chosen, self.node_slots(chosen, self.search.root_nodes[chosen])])
+        self.go.copy(games_slots, roots)
         count, actions = self.num_games, self.board_size ** 2 + 1
         priors = np.zeros((count, actions), np.float32)
         legal = np.zeros((count, actions), bool)
@@ -112,7 +155,8 @@ class SearchingGames:
     def think(self, games=None, noise: bool = False, simulations: int | None = None):
         """Search the current positions of the chosen games (bool mask, default all that are
         not over); returns the search's root statistics."""
-        games = ~self.go.is_over() if games is None else np.asarray(games, dtype=bool)
+        games = (~self.go.to_numpy(self.go.is_over()) if games is None
+                 else np.asarray(games, dtype=bool))
         if games.any():
             self._expand_roots(games)
             if noise and self.settings.noise_fraction > 0:

@@ -105,11 +105,12 @@ class SelfPlay:
         config, driver = self.config, self.driver
         go = driver.go
         driver.think(np.ones(config.num_games, bool), noise=True)
-        move_number = go.move_count()
+        # Once per move, the roots' planes and state come to the host for the replay buffer.
+        move_number = go.to_numpy(go.move_count())
         rows = np.arange(config.num_games)
-        self.planes[rows, move_number] = go.features(config.history).astype(np.uint8)
+        self.planes[rows, move_number] = go.to_numpy(go.features(config.history).astype(np.uint8))
         self.policy[rows, move_number] = driver.search.policy_targets()
-        to_play = go.to_play()
+        to_play = go.to_numpy(go.to_play())
         self.to_play[rows, move_number] = to_play
         sampled = move_number < 2 * config.temperature_moves
         actions = driver.search.choose_actions(0.0)
@@ -124,7 +125,7 @@ class SelfPlay:
             self.would_resign[first_wish] = to_play[first_wish]
             self.resigned_by[resigning] = to_play[resigning]
         driver.play(actions, games=~resigning)
-        return go.is_over() | resigning
+        return go.to_numpy(go.is_over()) | resigning
 
     def _harvest(self, game: int):
         go = self.driver.go

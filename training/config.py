@@ -14,6 +14,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field, fields
 
+from kernels.go_batch import BACKENDS
+
 
 @dataclass(frozen=True)
 class Config:
@@ -23,6 +25,10 @@ class Config:
     superko: bool = False
     max_moves: int = 0                 # 0 means 2 * board_size ** 2
     history: int = 1                   # previous positions in the net's input planes
+    # Where the rules of batched play (self-play, matches) run: "cpu" (C/OpenMP), "cuda"
+    # (the CUDA kernels; refused at start without a device) or "auto" (CUDA when CuPy sees a
+    # device, else the CPU). The net runs wherever TensorFlow finds a GPU, whatever this says.
+    backend: str = "auto"
 
     # The net (architectures/).
     blocks: int = 3
@@ -85,6 +91,7 @@ class Config:
         checks = [
             (2 <= self.board_size <= 19, "board_size must be in 2..19"),
             (self.history >= 0, "history must be >= 0"),
+            (self.backend in BACKENDS, f"backend must be one of {', '.join(BACKENDS)}"),
             (self.blocks >= 0 and self.filters >= 1, "blocks >= 0 and filters >= 1"),
             (self.simulations >= 1, "simulations must be >= 1"),
             (self.leaves_per_game >= 1, "leaves_per_game must be >= 1"),
@@ -139,6 +146,7 @@ class Config:
         parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
         for f in fields(cls):
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
+                                choices=BACKENDS if f.name == "backend" else None,
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
         overrides = {f.name: getattr(args, f.name) for f in fields(cls)

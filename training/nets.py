@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels.go_batch import describe_backend, resolve_backend
 from training.config import Config
 from training.run_directory import (CheckpointError, RunDirectory, atomic_save_npz, load_npz,
                                     resolve_run_path)
@@ -55,6 +56,14 @@ def build_trainer(config: Config):
                         l2=config.l2, value_hidden=config.value_hidden)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
                    momentum=config.momentum)
+
+
+def describe_devices(config: Config) -> str:
+    """Where `config`'s rules and its net run, for start-up lines. Raises RuntimeError (a
+    one-line reason) when config.backend is "cuda" and no CUDA device is usable."""
+    from architectures import net_device  # deferred: TensorFlow takes seconds to import
+    rules = resolve_backend(config.backend)
+    return f"rules: {describe_backend(rules)} (backend {config.backend}); net: {net_device()}"
 
 
 def is_model_file(source: str | os.PathLike) -> bool:
