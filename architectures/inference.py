@@ -120,7 +120,11 @@ class CompiledNet:
         """(policy (k, N*N+1), value (k,)), float32 NumPy, for planes (k, N, N, C); for
         planes on a GPU, `DeviceTensor`s on that GPU instead."""
         if on_accelerator(planes):
-            return self._call_on_device(planes)
+            if tf.config.list_physical_devices("GPU"):
+                return self._call_on_device(planes)
+            # TensorFlow without a GPU (the CPU build beside CUDA rules) cannot import device
+            # memory: the planes come to the host, the results stay there.
+            planes = _to_host(planes)
         planes = np.asarray(planes)
         expected = (self.board_size, self.board_size, self.input_planes)
         if planes.ndim != 4 or planes.shape[1:] != expected:
@@ -177,6 +181,13 @@ class CompiledNet:
         value = tf.concat(values, axis=0) if len(values) > 1 else values[0]
         tf.test.experimental.sync_devices()
         return DeviceTensor(policy), DeviceTensor(value)
+
+
+def _to_host(array) -> np.ndarray:
+    if type(array).__module__.split(".")[0] == "cupy":
+        import cupy  # deferred: only CuPy arrays come here, and CuPy is a GPU extra
+        return cupy.asnumpy(array)
+    raise TypeError(f"planes on a device TensorFlow cannot reach: {type(array).__name__}")
 
 
 def mask_policy(policy: np.ndarray, legal: np.ndarray) -> np.ndarray:
