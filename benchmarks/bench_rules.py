@@ -7,6 +7,7 @@ In the same run the pure-Python reference of tests/ plays the same workload (few
 for a ratio. The last line is the 9x9 batch-1024 summary.
 
     .venv/bin/python benchmarks/bench_rules.py [--seconds S] [--repeats R] [--backend cpu]
+                                               [--batches 128,1024]
 """
 from __future__ import annotations
 
@@ -74,18 +75,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--batches", default="128,1024",
+                        help="comma-separated batch sizes; the summary needs 1024 among them")
     args = parser.parse_args()
+    try:
+        batches = sorted({int(text) for text in args.batches.split(",")})
+    except ValueError:
+        parser.error(f"--batches must be comma-separated integers, got {args.batches!r}")
+    if 1024 not in batches or batches[0] < 1:
+        parser.error("--batches must be positive and include 1024 (the summary line's batch)")
 
     results = {}
     for board_size in (9, 19):
         reference = statistics.median(
             reference_moves_per_second(board_size, args.seconds / 2, seed) for seed in range(3))
-        for batch in (128, 1024):
+        for batch in batches:
             rates = [engine_moves_per_second(board_size, batch, args.seconds, args.backend)
                      for _ in range(args.repeats)]
             rate = statistics.median(rates)
             results[board_size, batch] = (rate, rate / reference)
-            print(f"{board_size}x{board_size} batch {batch:4d}: {rate:12,.0f} moves/s "
+            print(f"{board_size}x{board_size} batch {batch:5d}: {rate:12,.0f} moves/s "
                   f"(repeats {', '.join(f'{r:,.0f}' for r in rates)}); "
                   f"reference {reference:,.0f} moves/s; ratio {rate / reference:,.0f}x", flush=True)
     rate, ratio = results[9, 1024]

@@ -108,10 +108,7 @@ class SearchingGames:
         self.evaluations += len(terminal)
         policy = xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32)
         values = _in_namespace(xp, values).astype(np.float32)
-        # Every row's result is computed and the finished ones picked on the engine: picking
-        # them first would need the terminal mask on the host, a sync per search step.
-        results = game_results(go, slots) * go.to_play(slots)
-        values = xp.where(terminal, results, values).astype(np.float32)
+        values = xp.where(terminal, go.finished_values(slots), values).astype(np.float32)
         return self._download(policy, legal, values, terminal)
 
     def _download(self, policy, legal, values, terminal):
@@ -122,11 +119,11 @@ class SearchingGames:
         block = self.go.to_numpy(xp.concatenate([
             policy.reshape(-1).view(np.uint8), xp.ascontiguousarray(values).view(np.uint8),
             legal.reshape(-1).view(np.uint8), terminal.view(np.uint8)]))
-        ends = np.cumsum([4 * k * actions, 4 * k, k * actions, k])
-        return (block[:ends[0]].view(np.float32).reshape(k, actions),
-                block[ends[1]:ends[2]].view(np.bool_).reshape(k, actions),
-                block[ends[0]:ends[1]].view(np.float32),
-                block[ends[2]:ends[3]].view(np.bool_))
+        a, b, c = 4 * k * actions, 4 * k * (actions + 1), k * (5 * actions + 4)
+        return (block[:a].view(np.float32).reshape(k, actions),
+                block[b:c].view(np.bool_).reshape(k, actions),
+                block[a:b].view(np.float32),
+                block[c:].view(np.bool_))
 
     def _evaluate_leaves(self, leaves):
         (parents, destination), actions = self.go.upload(

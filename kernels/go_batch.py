@@ -286,6 +286,22 @@ class GoBatch:
     def score(self, slots=None):
         return self._backend.area(self._slots(slots)).astype(np.float64) - self.komi
 
+    def finished_values(self, slots=None):
+        """float32 (k,): a finished position's result (area score minus komi: +1 won, -1 lost,
+        0 drawn) from the view of the side to move there; 0 where the game goes on. The CPU
+        scores only the finished boards; CUDA scores every board, since picking the finished
+        ones would need the game-over mask on the host."""
+        slots = self._slots(slots)
+        over = self.is_over(slots)
+        if self.backend_name == "cpu":
+            values = np.zeros(len(slots), np.float32)
+            finished = slots[over]
+            if len(finished):
+                values[over] = np.sign(self.score(finished)) * self.to_play(finished)
+            return values
+        xp = self.xp
+        return xp.where(over, xp.sign(self.score(slots)) * self.to_play(slots), 0).astype(np.float32)
+
     def features(self, history: int | None = None, slots=None):
         history = self.history_length if history is None else history
         if isinstance(history, bool) or not isinstance(history, (int, np.integer)) \

@@ -310,3 +310,19 @@ def test_trusted_copy_play_on_the_cpu_still_refuses_an_illegal_move():
     (src, dst), moves = g.upload([np.array([0]), np.array([2])], np.array([12]))
     with pytest.raises(ValueError, match="occupied"):
         g.copy_play(src, dst, moves, trusted=True)
+
+
+def test_finished_values_score_finished_games_for_the_side_to_move_and_zero_the_rest():
+    g = GoBatch(batch_size=3, board_size=5, komi=7.5)
+    g.play(moves(25, 12, 0))                      # board 0: black passes; 1, 2: a stone each
+    g.play(moves(25), slots=[0])                  # board 0 over: empty board, white by komi
+    stones = np.zeros((1, 5, 5), np.int8)
+    stones[0, :, :4] = 1                          # black fills four columns, the fifth is its own
+    g.set_board(stones, 1, slots=[2])
+    g.play(moves(25), slots=[2])
+    g.play(moves(25), slots=[2])                  # board 2 over: black owns 25 points to 0
+    assert g.is_over().tolist() == [True, False, True]
+    # Both games end with black to move: black lost board 0 and won board 2.
+    assert g.to_play([0, 2]).tolist() == [1, 1]
+    assert g.finished_values().tolist() == [-1.0, 0.0, 1.0]
+    assert g.finished_values().dtype == np.float32
