@@ -47,7 +47,7 @@ from games.ratings import elo_step
 from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from training.config import Config
-from training.nets import NetOpenError, build_trainer, init_weights, open_net
+from training.nets import NetOpenError, build_trainer, describe_devices, init_weights, open_net
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
@@ -329,6 +329,11 @@ def main(argv=None) -> int:
         return 0
     config, args = Config.from_args(argv)
     command = shlex.join(["bp_tree.py", *argv])
+    try:
+        devices = describe_devices(config)
+    except RuntimeError as error:
+        log(f"bp_tree: {error}")
+        return EXIT_REFUSED
     run = RunDirectory(resolve_run_path(args.run), log=log)
     loop = None
     try:
@@ -341,7 +346,7 @@ def main(argv=None) -> int:
         colorama.just_fix_windows_console()
         loop = TrainingLoop(config, run, init_from=args.init_from, command=command)
         log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
-            f"{config.simulations} simulations, {config.num_games} games at once")
+            f"{config.simulations} simulations, {config.num_games} games at once; {devices}")
         while not config.iterations or loop.counters["iteration"] < config.iterations:
             if config.max_cpu_seconds and loop.counters["cpu_seconds"] >= config.max_cpu_seconds:
                 log(f"run {run.path}: {loop.counters['cpu_seconds']:.0f} CPU seconds reached "

@@ -27,7 +27,7 @@ from games.search import pure_mcts
 from gtp import EngineOptions, GoEngine, GtpServer
 from gtp.version import program_version
 from training.config import Config
-from training.nets import NetOpenError, open_net
+from training.nets import NetOpenError, describe_devices, open_net
 
 
 def log(message: str) -> None:
@@ -98,7 +98,7 @@ def pure_mcts_engine(args: argparse.Namespace) -> GoEngine:
     simulations = int(args.player.partition(":")[2])
     try:
         config = Config(board_size=9 if args.board_size is None else args.board_size,
-                        komi=7.5 if args.komi is None else args.komi).validate()
+                        komi=7.5 if args.komi is None else args.komi, backend="cpu").validate()
     except ValueError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
@@ -122,7 +122,10 @@ def load_engine(args: argparse.Namespace):
     except NetOpenError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
-    config = opened.config
+    # One game at a time, whose board the engine reads on the host after every command: its
+    # rules run on the CPU whatever the run was trained with (a kernel launch per call would
+    # cost more than the C call for one board); the net still runs on a GPU when there is one.
+    config = opened.config.overridden(backend="cpu")
     if args.rollout_lambda is not None:
         config = config.overridden(rollout_lambda=args.rollout_lambda)
     simulations = args.sims or config.simulations
@@ -135,7 +138,7 @@ def load_engine(args: argparse.Namespace):
                             analysis_simulations=args.analysis_sims, net=net,
                             **({"version": args.version_answer} if args.version_answer else {}))
     engine = GoEngine(config, opened.net, options, log=log, seed=config.seed)
-    log(f"gtp_engine: Batched Go Zero {program_version()} playing {net}")
+    log(f"gtp_engine: Batched Go Zero {program_version()} playing {net}; {describe_devices(config)}")
     return engine
 
 

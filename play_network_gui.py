@@ -107,6 +107,9 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
         net = NetProcess(str(run_path), args.checkpoint)
     except NetProcessError as error:
         raise SetupError(str(error)) from None
+    # One game, whose board the window reads on the host every frame: the rules run on the
+    # CPU (one board gains nothing from a kernel launch); the net process picks its own device.
+    config = config.overridden(backend="cpu")
     search_simulations = args.sims or config.simulations
     simulations = 0 if args.no_search else search_simulations
     if args.rollout_lambda is not None:

@@ -6,8 +6,8 @@ change the environment of every subprocess, and in TF 2.21 it does not even hide
 initialised; measured with levels 2 and 3). oneDNN stays on and XLA off: on the 2-core
 AVX-512 machines XLA ran 15-45% slower and oneDNN off 20-55% slower.
 """
-from architectures.inference import CompiledNet, mask_policy
+from architectures.inference import CompiledNet, DeviceTensor, mask_policy, net_device
 from architectures.resnet import build_model
 from architectures.training import Trainer
 
-__all__ = ["CompiledNet", "Trainer", "build_model", "mask_policy"]
+__all__ = ["CompiledNet", "DeviceTensor", "Trainer", "build_model", "mask_policy", "net_device"]

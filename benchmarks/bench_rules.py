@@ -12,6 +12,7 @@ pinned to a core (benchmarks/contention.py); the last line then adds the contend
 
     .venv/bin/python benchmarks/bench_rules.py [--seconds S] [--repeats R] [--backend cpu]
                                                [--contended]
+                                               [--batches 128,1024]
 """
 from __future__ import annotations
 
@@ -82,7 +83,15 @@ def main() -> None:
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--contended", action="store_true",
                         help="also measure beside one busy process pinned to a core")
+    parser.add_argument("--batches", default="128,1024",
+                        help="comma-separated batch sizes; the summary needs 1024 among them")
     args = parser.parse_args()
+    try:
+        batches = sorted({int(text) for text in args.batches.split(",")})
+    except ValueError:
+        parser.error(f"--batches must be comma-separated integers, got {args.batches!r}")
+    if 1024 not in batches or batches[0] < 1:
+        parser.error("--batches must be positive and include 1024 (the summary line's batch)")
 
     neighbour = BusyNeighbour() if args.contended else None
     print(f"{load_note()} before the run" + (f"; busy neighbour pinned to CPU {neighbour.cpu}"
@@ -92,7 +101,7 @@ def main() -> None:
         for board_size in (9, 19):
             reference = statistics.median(
                 reference_moves_per_second(board_size, args.seconds / 2, seed) for seed in range(3))
-            for batch in (128, 1024):
+            for batch in batches:
                 def measure():
                     return engine_moves_per_second(board_size, batch, args.seconds, args.backend)
                 if neighbour:

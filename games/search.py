@@ -11,6 +11,15 @@ With `rollout_lambda` > 0 (the Config) a leaf's value is (1 - λ) · v + λ · z
 one random sensible playout from the leaf's slot, all leaves of a search step in one
 `GoBatch.playouts` call; λ = 0 leaves the search exactly as without playouts (no playout is
 played). A uniform evaluator with λ = 1 is pure Monte Carlo tree search (`pure_mcts`).
+The planes are an array of the engine's namespace (`GoBatch.xp`: NumPy, or CuPy on the CUDA
+back end); the outputs may be host arrays or DLPack producers on the engine's device.
+
+One code path serves both back ends: the engine's outputs stay in its namespace, and per
+search step exactly one block goes each way between host and engine. Host to engine: the
+leaves' parent slots, their slots and their actions, int64 (3, k), in `GoBatch.upload`.
+Engine to host: what the C tree needs, in `_download`, one flat byte block of
+k * (5 * A + 5) bytes: priors float32 (k, A), values float32 (k,), legal bool (k, A),
+terminal bool (k,). On the CPU back end both are plain host copies.
 """
 from __future__ import annotations
 
@@ -50,9 +59,20 @@ class SearchSettings:
                    rollout_lambda=config.rollout_lambda)
 
 
-def game_results(go: GoBatch, slots) -> np.ndarray:
-    """+1 / -1 / 0 from black's view for finished positions (area score minus komi)."""
-    return np.sign(go.score(slots)).astype(np.float32)
+def game_results(go: GoBatch, slots):
+    """+1 / -1 / 0 from black's view for finished positions (area score minus komi), float32
+    in the engine's namespace."""
+    return go.xp.sign(go.score(slots)).astype(np.float32)
+
+
+def _in_namespace(xp, array):
+    """An evaluator's output as an array of `xp`: device data is taken over by DLPack (no
+    copy), host data is copied to the engine (only where a host evaluator meets CUDA)."""
+    if isinstance(array, xp.ndarray):
+        return array
+    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
+        return xp.from_dlpack(array)
+    return xp.asarray(array)
 
 
 def uniform_evaluator(num_actions: int) -> Evaluator:
@@ -95,6 +115,7 @@ class SearchingGames:
             num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
             fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed)
         self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
+                          backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,
                           seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
@@ -103,29 +124,47 @@ class SearchingGames:
     def node_slots(self, game, node) -> np.ndarray:
         return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
 
-    def evaluate_slots(self, slots: np.ndarray):
-        """(priors, legal, values, terminal) of the positions in `slots`; a finished position's
-        value is its game result from the view of the side to move there."""
-        legal = (self.go.sensible_moves(slots) if self.settings.sensible_moves_only
-                 else self.go.legal_moves(slots))
-        terminal = self.go.is_over(slots)
-        policy, values = self.evaluator(self.go.features(self.history, slots))
-        self.evaluations += len(slots)
-        values = np.asarray(values, dtype=np.float32).copy()
+    def evaluate_slots(self, slots):
+        """(priors, legal, values, terminal), host NumPy, of the positions in `slots` (host
+        indices or `CheckedSlots`); a finished position's value is its game result from the
+        view of the side to move there."""
+        go, xp = self.go, self.go.xp
+        legal = (go.sensible_moves(slots) if self.settings.sensible_moves_only
+                 else go.legal_moves(slots))
+        terminal = go.is_over(slots)
+        policy, values = self.evaluator(go.features(self.history, slots))
+        self.evaluations += len(terminal)
+        policy = xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32)
+        values = _in_namespace(xp, values).astype(np.float32)
         mix = self.settings.rollout_lambda
-        if mix > 0 and not terminal.all():
-            live = slots[~terminal]
-            # The playout's result from the view of the side to move at the leaf.
-            z = np.sign(self.go.playouts(live)) * self.go.to_play(live)
-            values[~terminal] = ((1.0 - mix) * values[~terminal] + mix * z).astype(np.float32)
-        if terminal.any():
-            finished = slots[terminal]
-            values[terminal] = game_results(self.go, finished) * self.go.to_play(finished)
-        return np.asarray(policy, dtype=np.float32), legal, values, terminal
+        if mix > 0:
+            # The playout's result from the view of the side to move at the leaf (finished
+            # leaves are overwritten below; playing out from them costs nothing).
+            z = xp.sign(_in_namespace(xp, go.playouts(slots))) * go.to_play(slots)
+            values = ((1.0 - mix) * values + mix * z).astype(np.float32)
+        values = xp.where(terminal, go.finished_values(slots), values).astype(np.float32)
+        return self._download(policy, legal, values, terminal)
+
+    def _download(self, policy, legal, values, terminal):
+        """One engine-to-host copy of the four arrays the tree takes, as one flat byte block
+        (layout in the module docstring); returns host views (priors, legal, values, terminal)."""
+        xp = self.go.xp
+        k, actions = legal.shape
+        block = self.go.to_numpy(xp.concatenate([
+            policy.reshape(-1).view(np.uint8), xp.ascontiguousarray(values).view(np.uint8),
+            legal.reshape(-1).view(np.uint8), terminal.view(np.uint8)]))
+        a, b, c = 4 * k * actions, 4 * k * (actions + 1), k * (5 * actions + 4)
+        return (block[:a].view(np.float32).reshape(k, actions),
+                block[b:c].view(np.bool_).reshape(k, actions),
+                block[a:b].view(np.float32),
+                block[c:].view(np.bool_))
 
     def _evaluate_leaves(self, leaves):
-        destination = self.node_slots(leaves.game, leaves.node)
-        self.go.copy_play(self.node_slots(leaves.game, leaves.parent), destination, leaves.action)
+        (parents, destination), actions = self.go.upload(
+            [self.node_slots(leaves.game, leaves.parent), self.node_slots(leaves.game, leaves.node)],
+            leaves.action)
+        # The tree picks actions from the legal masks it was given, and a leaf's node is new.
+        self.go.copy_play(parents, destination, actions, trusted=True)
         return self.evaluate_slots(destination)
 
     def _expand_roots(self, games: np.ndarray) -> None:
@@ -133,8 +172,9 @@ class SearchingGames:
         if not needs.any():
             return
         chosen = np.flatnonzero(needs)
-        roots = self.node_slots(chosen, self.search.root_nodes[chosen])
-        self.go.copy(chosen, roots)
+        (games_slots, roots), _ = self.go.upload(
+            [chosen, self.node_slots(chosen, self.search.root_nodes[chosen])])
+        self.go.copy(games_slots, roots)
         count, actions = self.num_games, self.board_size ** 2 + 1
         priors = np.zeros((count, actions), np.float32)
         legal = np.zeros((count, actions), bool)
@@ -145,9 +185,9 @@ class SearchingGames:
 
     def think(self, games=None, noise=False, simulations: int | None = None):
         """Search the current positions of the chosen games (bool mask, default all that are
-        not over); returns the search's root statistics. `noise`: True mixes Dirichlet noise
-        into every chosen root, a bool mask into the chosen roots it marks."""
-        games = ~self.go.is_over() if games is None else np.asarray(games, dtype=bool)
+        not over); returns the search's root statistics."""
+        games = (~self.go.to_numpy(self.go.is_over()) if games is None
+                 else np.asarray(games, dtype=bool))
         if games.any():
             self._expand_roots(games)
             noisy = games & np.asarray(noise, dtype=bool)

@@ -152,12 +152,13 @@ class SelfPlay:
             driver.think(everyone, noise=full, simulations=fast)
             if full.any():
                 driver.think(full, simulations=config.simulations)
-        move_number = go.move_count()
+        # Once per move, the roots' planes and state come to the host for the replay buffer.
+        move_number = go.to_numpy(go.move_count())
         rows = np.arange(config.num_games)
         self.full[rows, move_number] = full
-        self.planes[rows, move_number] = go.features(config.history).astype(np.uint8)
+        self.planes[rows, move_number] = go.to_numpy(go.features(config.history).astype(np.uint8))
         self.policy[rows, move_number] = driver.search.policy_targets()
-        to_play = go.to_play()
+        to_play = go.to_numpy(go.to_play())
         self.to_play[rows, move_number] = to_play
         sampled = move_number < 2 * config.temperature_moves
         actions = driver.search.choose_actions(0.0)
@@ -173,7 +174,7 @@ class SelfPlay:
             self.would_resign[first_wish] = to_play[first_wish]
             self.resigned_by[resigning] = to_play[resigning]
         driver.play(actions, games=~resigning)
-        return go.is_over() | resigning
+        return go.to_numpy(go.is_over()) | resigning
 
     def _harvest(self, game: int):
         go = self.driver.go
@@ -196,7 +197,7 @@ class SelfPlay:
             owner, final = np.zeros((n, n), np.int8), False
             score = 0.0
         else:
-            owner, final = area_ownership(go.board([game])[0]), True
+            owner, final = area_ownership(go.to_numpy(go.board([game]))[0]), True
         kept = self.full[game, :length]
         side = self.to_play[game, :length][kept]
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],

@@ -38,6 +38,14 @@ def _module(board_size: int, history: int, superko: bool, max_moves: int):
     return {name: module.get_function(name) for name in KERNEL_NAMES}
 
 
+def device_name() -> str:
+    """The current CUDA device's name and compute capability, e.g. "NVIDIA H100 (sm_90)"."""
+    device = cupy.cuda.Device()
+    name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return f"{name} (sm_{device.compute_capability})"
+
+
 class CudaBackend:
     name = "cuda"
     xp = cupy
@@ -84,6 +92,9 @@ class CudaBackend:
         if failure is None:
             self._launch("go_copy_play_kernel", len(src), src, dst, moves)
         return failure
+
+    def copy_play_unchecked(self, src, dst, moves):
+        self._launch("go_copy_play_kernel", len(src), src, dst, moves)
 
     def copy(self, src, dst):
         self._launch("go_copy_kernel", len(src), src, dst)

@@ -42,6 +42,38 @@ class GoState:
     layout_key: tuple
 
 
+@dataclass(frozen=True)
+class CheckedSlots:
+    """Slot indices range-checked on the host and already on the back end's device (made by
+    `GoBatch.upload`): methods take them as they are, because checking a CuPy array's range
+    would cost a device-to-host sync per call."""
+    indices: object  # int64 (k,), NumPy or CuPy like the back end's pool
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def resolve_backend(backend: str) -> str:
+    """The back end `backend` names on this machine: "cpu" or "cuda". "auto" is CUDA when CuPy
+    sees a device; "cuda" without one raises RuntimeError with a one-line reason."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "cpu":
+        return "cpu"
+    available, why = _cuda_available()
+    if backend == "cuda" and not available:
+        raise RuntimeError(f"backend='cuda' requested but the CUDA back end is unavailable: {why}")
+    return "cuda" if available else "cpu"
+
+
+def describe_backend(name: str) -> str:
+    """Where a resolved back end runs the rules, for start-up lines."""
+    if name == "cuda":
+        from .cuda_backend import device_name  # deferred: it imports CuPy
+        return f"CUDA kernels on {device_name()}"
+    return "C/OpenMP on the CPU"
+
+
 def _cuda_available() -> tuple[bool, str]:
     try:
         import cupy  # deferred: optional (GPU installs only), and slow to import
@@ -80,7 +112,7 @@ class GoBatch:
                           else _check_positive_int("num_slots", num_slots, minimum=self.batch_size))
         self.num_actions = board_size * board_size + 1
         self.pass_move = board_size * board_size
-        self.backend_name = self._resolve_backend(backend)
+        self.backend_name = resolve_backend(backend)
         args = (board_size, self.history_length, self.superko, self.max_moves, self.num_slots)
         if self.backend_name == "cuda":
             from .cuda_backend import CudaBackend  # deferred: it imports CuPy
@@ -100,21 +132,13 @@ class GoBatch:
         self._backend.seed(all_slots, int(seed) & (2 ** 64 - 1))
         self._backend.reset(all_slots)
 
-    @staticmethod
-    def _resolve_backend(backend: str) -> str:
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if backend == "cpu":
-            return "cpu"
-        available, why = _cuda_available()
-        if backend == "cuda" and not available:
-            raise RuntimeError(f"backend='cuda' requested but the CUDA back end is unavailable: {why}")
-        return "cuda" if available else "cpu"
-
     def _slots(self, slots):
-        """Validated int64 slot indices for `slots` (None, bool mask over the batch, indices)."""
+        """Validated int64 slot indices for `slots` (None, bool mask over the batch, indices,
+        CheckedSlots)."""
         if slots is None:
             return self._batch_slots
+        if isinstance(slots, CheckedSlots):
+            return slots.indices
         xp = self.xp
         array = xp.asarray(slots)
         if array.dtype == np.bool_:
@@ -177,17 +201,44 @@ class GoBatch:
         if failure is not None:
             self._raise_illegal(failure, slots, moves)
 
-    def copy_play(self, src_slots, dst_slots, moves):
+    def copy_play(self, src_slots, dst_slots, moves, *, trusted: bool = False):
         """Copy position src[i] into slot dst[i] and play moves[i] there, for all i at once.
-        Destinations must be distinct and not among the sources."""
+        Destinations must be distinct and not among the sources. `trusted`: the caller
+        guarantees that and the moves' legality (a search expanding its own tree from its
+        legal masks); CUDA then skips its checks, each a device-to-host sync. The CPU back
+        end checks in C either way."""
         src = self._slots(src_slots)
         dst = self._slots(dst_slots)
         moves = self._moves(moves, len(src))
+        if self.backend_name == "cuda" and trusted:
+            self._backend.copy_play_unchecked(src, dst, moves)
+            return
         if self.backend_name == "cuda":
             self._check_disjoint(src, dst)  # the CPU back end checks this in C
         failure = self._backend.copy_play(src, dst, moves)
         if failure is not None:
             self._raise_illegal(failure, src, moves)
+
+    def upload(self, slot_arrays, moves=None):
+        """Host int arrays of one length k -> ([CheckedSlots per slot array], moves int64 (k,)
+        on the device or None), in one host-to-device transfer on CUDA: the slot ranges are
+        checked on the host first, where it costs no sync."""
+        rows = [np.asarray(array, dtype=np.int64).reshape(-1) for array in slot_arrays]
+        count = len(rows[0]) if rows else 0
+        if any(len(row) != count for row in rows) or (moves is not None and len(moves) != count):
+            raise ValueError("upload: the slot and move arrays must have one length")
+        for row in rows:
+            if count and (row.min() < 0 or row.max() >= self.num_slots):
+                raise ValueError(f"slots must be in 0..{self.num_slots - 1}, got "
+                                 f"{int(row.min())}..{int(row.max())}")
+        if moves is not None:
+            moves = np.asarray(moves)
+            if not np.issubdtype(moves.dtype, np.integer):
+                raise ValueError(f"moves must be an integer array, got dtype {moves.dtype}")
+            rows.append(moves.astype(np.int64).reshape(-1))
+        block = self.xp.asarray(np.stack(rows) if rows else np.zeros((0, 0), np.int64))
+        checked = [CheckedSlots(block[i]) for i in range(len(slot_arrays))]
+        return checked, (block[-1] if moves is not None else None)
 
     def copy(self, src_slots, dst_slots):
         src = self._slots(src_slots)
@@ -239,6 +290,22 @@ class GoBatch:
 
     def score(self, slots=None):
         return self._backend.area(self._slots(slots)).astype(np.float64) - self.komi
+
+    def finished_values(self, slots=None):
+        """float32 (k,): a finished position's result (area score minus komi: +1 won, -1 lost,
+        0 drawn) from the view of the side to move there; 0 where the game goes on. The CPU
+        scores only the finished boards; CUDA scores every board, since picking the finished
+        ones would need the game-over mask on the host."""
+        slots = self._slots(slots)
+        over = self.is_over(slots)
+        if self.backend_name == "cpu":
+            values = np.zeros(len(slots), np.float32)
+            finished = slots[over]
+            if len(finished):
+                values[over] = np.sign(self.score(finished)) * self.to_play(finished)
+            return values
+        xp = self.xp
+        return xp.where(over, xp.sign(self.score(slots)) * self.to_play(slots), 0).astype(np.float32)
 
     def features(self, history: int | None = None, slots=None):
         history = self.history_length if history is None else history

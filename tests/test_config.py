@@ -72,6 +72,8 @@ def test_every_field_has_a_flag():
             text, wanted = "0:0.5", ((0, 0.5),)
         elif isinstance(default, bool):
             text, wanted = str(not default).lower(), not default
+        elif field.name == "backend":
+            text = wanted = "cpu"
         elif isinstance(default, str):
             text = wanted = "10.0.0.1:6379"
         else:
@@ -84,6 +86,17 @@ def test_every_field_has_a_flag():
         config = parse(f"--{field.name}", text, *(f"--{k}={v}" for k, v in extra.items()))
         assert getattr(config, field.name) == wanted, field.name
         assert config == dataclasses.replace(base, **{field.name: wanted}, **extra)
+
+
+def test_backend_flag_takes_the_three_names_and_refuses_others(capsys):
+    for name in ("auto", "cpu", "cuda"):
+        assert parse("--backend", name).backend == name
+    assert Config().backend == "auto"
+    with pytest.raises(SystemExit):
+        parse("--backend", "gpu")
+    assert "--backend: invalid choice: 'gpu'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="backend must be one of"):
+        Config(backend="gpu").validate()
 
 
 def test_run_flag_is_returned_with_the_config():

@@ -1,5 +1,6 @@
 """The GPU back end: its sources compile with nvcc wherever nvcc is, and where a GPU is it
-agrees with the CPU back end bit for bit on random games (skipped, not faked, without one)."""
+agrees with the CPU back end bit for bit on random games and in self-play, and a tiny training
+iteration runs with --backend cuda (skipped, not faked, without one)."""
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,6 +10,10 @@ import pytest
 
 from kernels import GoBatch
 from kernels.go_batch import _cuda_available
+from training.config import PRESETS
+
+NEEDS_CUDA = pytest.mark.skipif(not _cuda_available()[0],
+                                reason="no CUDA device (CuPy and a GPU are needed)")
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 NVCC = shutil.which("nvcc")
@@ -16,7 +21,8 @@ NVCC = shutil.which("nvcc")
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on this machine")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("board_size,history,superko", [(2, 0, 0), (9, 7, 0), (19, 3, 1)])
+@pytest.mark.parametrize("board_size,history,superko",
+                         [(2, 0, 0), (9, 7, 0), (9, 7, 1), (19, 7, 0), (19, 7, 1)])
 def test_cuda_sources_compile_with_nvcc(tmp_path, arch, board_size, history, superko):
     output = tmp_path / "go_kernels.ptx"
     command = [NVCC, "-ptx", f"-arch={arch}", "--std=c++14", f"-DGO_N={board_size}",
@@ -40,7 +46,7 @@ def test_without_a_gpu_cuda_is_refused_and_auto_falls_back():
     assert GoBatch(batch_size=2, board_size=9, backend="auto").backend_name == "cpu"
 
 
-@pytest.mark.skipif(not _cuda_available()[0], reason="no CUDA device (CuPy and a GPU are needed)")
+@NEEDS_CUDA
 @pytest.mark.parametrize("board_size,superko", [(5, False), (9, False), (9, True), (19, False)])
 def test_cpu_and_cuda_agree_on_random_games(board_size, superko):
     batch = 64
@@ -73,3 +79,96 @@ def test_cpu_and_cuda_agree_on_random_games(board_size, superko):
             gpu.reset(gpu.xp.asarray(over))
     # The raw slot bytes of the batch agree too (the layout is shared, byte for byte).
     np.testing.assert_array_equal(cpu.save().data, gpu.to_numpy(gpu.save().data))
+
+
+@NEEDS_CUDA
+@pytest.mark.parametrize("superko", [False, True])
+@pytest.mark.parametrize("board_size", [9, 19])
+def test_cpu_and_cuda_agree_over_10000_random_games(board_size, superko):
+    """10,000 random games in lockstep to their end: every ply the boards, legal masks,
+    captures, side to move and game-over flags agree, the input planes of a rotating window
+    of 500 games agree, the scores every 16 plies and at the end."""
+    games, window = 10_000, 500
+    cpu = GoBatch(games, board_size, backend="cpu", superko=superko, seed=11)
+    gpu = GoBatch(games, board_size, backend="cuda", superko=superko, seed=11)
+    ply = 0
+    while True:
+        over = cpu.is_over()
+        np.testing.assert_array_equal(over, gpu.to_numpy(gpu.is_over()))
+        if over.all():
+            break
+        live = np.flatnonzero(~over)
+        legal = cpu.legal_moves(live)
+        np.testing.assert_array_equal(legal, gpu.to_numpy(gpu.legal_moves(live)))
+        include_pass = ply % 9 == 0
+        moves = cpu.random_moves(live, include_pass=include_pass, legal=legal)
+        np.testing.assert_array_equal(
+            moves, gpu.to_numpy(gpu.random_moves(live, include_pass=include_pass)))
+        cpu.play(moves, slots=live)
+        gpu.play(gpu.xp.asarray(moves), slots=live)
+        for name in ("board", "captures", "to_play", "move_count"):
+            np.testing.assert_array_equal(getattr(cpu, name)(), gpu.to_numpy(getattr(gpu, name)()),
+                                          err_msg=f"{name} at ply {ply}")
+        shown = (np.arange(window) + ply * window) % games
+        np.testing.assert_array_equal(cpu.features(slots=shown),
+                                      gpu.to_numpy(gpu.features(slots=shown)), err_msg=f"ply {ply}")
+        if ply % 16 == 0:
+            np.testing.assert_array_equal(cpu.score(), gpu.to_numpy(gpu.score()))
+        ply += 1
+    np.testing.assert_array_equal(cpu.score(), gpu.to_numpy(gpu.score()))
+    np.testing.assert_array_equal(cpu.position_hash(), gpu.to_numpy(gpu.position_hash()))
+    assert ply >= board_size * board_size // 2  # the games were played, not ended at once
+
+
+def _host_evaluator(board_size):
+    """A deterministic stand-in for a net, computed on the host from the planes: both back
+    ends must then search and play identically."""
+    def evaluate(planes):
+        planes = planes if isinstance(planes, np.ndarray) else planes.get()
+        rows = len(planes)
+        own = planes[..., 0].reshape(rows, -1)
+        opponent = planes[..., 1].reshape(rows, -1)
+        logits = np.concatenate([opponent - 0.5 * own, np.zeros((rows, 1))], axis=1)
+        policy = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        value = np.tanh((own - opponent).mean(axis=1) * board_size)
+        return policy.astype(np.float32), value.astype(np.float32)
+    return evaluate
+
+
+@NEEDS_CUDA
+@pytest.mark.parametrize("board_size,superko", [(9, True), (19, False)])
+def test_self_play_is_the_same_on_both_back_ends(board_size, superko):
+    """One code path: SelfPlay over the CUDA rules (one upload and one download per search
+    step) records exactly the positions, policy targets and results of the CPU rules."""
+    from games.selfplay import SelfPlay
+    config = PRESETS["tiny"].overridden(board_size=board_size, superko=superko, num_games=16,
+                                        simulations=8, history=3)
+    batches = [SelfPlay(config.overridden(backend=backend), _host_evaluator(board_size),
+                        seed=5).play(4 * board_size * board_size)
+               for backend in ("cpu", "cuda")]
+    cpu, gpu = batches
+    for name in ("planes", "policy", "value"):
+        np.testing.assert_array_equal(getattr(cpu, name), getattr(gpu, name), err_msg=name)
+    assert [g.moves for g in cpu.games] == [g.moves for g in gpu.games]
+    assert [g.score for g in cpu.games] == [g.score for g in gpu.games]
+
+
+@NEEDS_CUDA
+def test_a_tiny_training_iteration_runs_with_backend_cuda(tmp_path):
+    """bp_tree end to end on the CUDA rules, the net wherever TensorFlow runs (its CUDA build
+    from ./build.sh --cuda: the planes reach it through DLPack)."""
+    pytest.importorskip("tensorflow", reason="TensorFlow is not installed on this machine")
+    import contextlib
+    import io
+    import bp_tree
+    err = io.StringIO()
+    run = tmp_path / "cuda"
+    with contextlib.redirect_stderr(err):
+        code = bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "1",
+                             "--backend", "cuda", "--positions_per_iteration", "64",
+                             "--eval_games_random", "4"])
+    assert code == 0, err.getvalue()
+    assert "rules: CUDA kernels on" in err.getvalue()
+    assert (run / "checkpoints" / "ckpt_000001.npz").is_file()
+    with np.load(run / "replay" / "chunk_000001.npz") as chunk:
+        assert len(chunk["value"]) >= 64 and set(np.unique(chunk["planes"])) <= {0, 1}

@@ -313,3 +313,34 @@ def test_auxiliary_losses_match_a_numpy_reference_and_fold_with_the_policy_and_v
     np.testing.assert_allclose(folded_policy, np.exp(keras_policy) / np.exp(keras_policy).sum(
         axis=1, keepdims=True), atol=1e-5)
     np.testing.assert_allclose(folded_value, keras_value[:, 0], atol=1e-5)
+def test_the_device_path_pads_and_chunks_like_the_host_path():
+    """The path GPU planes take (DLPack into TensorFlow, padding and chunking on the device,
+    DeviceTensor results taken back by DLPack) runs here on the CPU device: its results must
+    equal the host path's for short, exact and oversized batches."""
+    from architectures import DeviceTensor
+    net = CompiledNet(tiny_model(seed=3), batch_size=8, shapes=2, backend="tensorflow")
+    for rows in (0, 1, 3, 4, 8, 13, 20):
+        planes = random_planes(rows, seed=rows)
+        policy, value = net(planes)
+        device_policy, device_value = net._call_on_device(aligned(planes))
+        assert isinstance(device_policy, DeviceTensor) and len(device_value) == rows
+        np.testing.assert_allclose(np.from_dlpack(device_policy), policy, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(np.from_dlpack(device_value), value, rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="planes must be"):
+        net._call_on_device(aligned(random_planes(2, board_size=BOARD + 1)))
+
+
+def aligned(array: np.ndarray) -> np.ndarray:
+    """A copy at a 64-byte boundary: TensorFlow aborts on a less aligned imported buffer (a
+    GPU allocator's blocks always are)."""
+    raw = np.empty(array.nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    copy = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def test_host_arrays_never_take_the_device_path():
+    from architectures.inference import on_accelerator
+    assert not on_accelerator(random_planes(2))
+    assert not on_accelerator([[0.0]])

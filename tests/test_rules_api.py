@@ -286,3 +286,43 @@ def test_copy_destinations_must_be_distinct_and_not_sources():
     with pytest.raises(ValueError, match="out of range"):
         games.copy([0], [8])
     assert (games.board([4, 5]) == 0).all()  # nothing was written by the refused calls
+
+
+def test_upload_checks_slot_ranges_on_the_host_and_hands_back_usable_slots():
+    g = GoBatch(batch_size=2, board_size=5, num_slots=6)
+    (src, dst), moves = g.upload([np.array([0, 1]), np.array([4, 5])], np.array([12, 0]))
+    assert len(src) == len(dst) == 2 and moves.tolist() == [12, 0]
+    g.copy_play(src, dst, moves, trusted=True)
+    # The centre stone (point 12 = row 2, col 2) in slot 4, the corner stone in slot 5.
+    assert g.board([4])[0, 2, 2] == 1 and g.board([5])[0, 0, 0] == 1
+    assert (g.board(dst).sum(axis=(1, 2)) == 1).all() and not g.board(src).any()
+    with pytest.raises(ValueError, match=r"slots must be in 0\.\.5, got 0\.\.6"):
+        g.upload([np.array([0, 6])])
+    with pytest.raises(ValueError, match="one length"):
+        g.upload([np.array([0, 1]), np.array([2])])
+    with pytest.raises(ValueError, match="integer"):
+        g.upload([np.array([0])], np.array([1.5]))
+
+
+def test_trusted_copy_play_on_the_cpu_still_refuses_an_illegal_move():
+    g = GoBatch(batch_size=1, board_size=5, num_slots=3)
+    g.play(np.array([12]))
+    (src, dst), moves = g.upload([np.array([0]), np.array([2])], np.array([12]))
+    with pytest.raises(ValueError, match="occupied"):
+        g.copy_play(src, dst, moves, trusted=True)
+
+
+def test_finished_values_score_finished_games_for_the_side_to_move_and_zero_the_rest():
+    g = GoBatch(batch_size=3, board_size=5, komi=7.5)
+    g.play(moves(25, 12, 0))                      # board 0: black passes; 1, 2: a stone each
+    g.play(moves(25), slots=[0])                  # board 0 over: empty board, white by komi
+    stones = np.zeros((1, 5, 5), np.int8)
+    stones[0, :, :4] = 1                          # black fills four columns, the fifth is its own
+    g.set_board(stones, 1, slots=[2])
+    g.play(moves(25), slots=[2])
+    g.play(moves(25), slots=[2])                  # board 2 over: black owns 25 points to 0
+    assert g.is_over().tolist() == [True, False, True]
+    # Both games end with black to move: black lost board 0 and won board 2.
+    assert g.to_play([0, 2]).tolist() == [1, 1]
+    assert g.finished_values().tolist() == [-1.0, 0.0, 1.0]
+    assert g.finished_values().dtype == np.float32

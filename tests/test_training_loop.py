@@ -181,6 +181,39 @@ def test_one_iteration_writes_config_revision_checkpoint_chunk_and_metrics(one_i
     assert "iter    1" in out  # the one-line summary
 
 
+def test_backend_cpu_trains_exactly_like_the_default_auto_on_a_machine_without_a_gpu(
+        one_iteration, tmp_path):
+    from kernels.go_batch import _cuda_available
+    if _cuda_available()[0]:
+        pytest.skip("this machine has a CUDA device: auto means cuda here")
+    auto_run, _, auto_err = one_iteration
+    assert "rules: C/OpenMP on the CPU (backend auto)" in auto_err
+    run = tmp_path / "cpu"
+    code, _, err = run_main(run, "--iterations", "1", "--backend", "cpu")
+    assert code == 0, err
+    from architectures import net_device
+    assert f"rules: C/OpenMP on the CPU (backend cpu); net: {net_device()}" in err
+    weights, counters = read_checkpoint(run, 1)
+    auto_weights, auto_counters = read_checkpoint(auto_run, 1)
+    assert weights.keys() == auto_weights.keys()
+    for name in weights:
+        np.testing.assert_array_equal(weights[name], auto_weights[name], err_msg=name)
+    for name, array in read_chunk(run, 1).items():
+        np.testing.assert_array_equal(array, read_chunk(auto_run, 1)[name], err_msg=name)
+    assert counters["games"] == auto_counters["games"]
+
+
+def test_backend_cuda_without_a_device_is_refused_in_one_line_before_the_run_exists(tmp_path):
+    from kernels.go_batch import _cuda_available
+    if _cuda_available()[0]:
+        pytest.skip("this machine has a CUDA device")
+    run = tmp_path / "cuda"
+    code, out, err = run_main(run, "--iterations", "1", "--backend", "cuda")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("bp_tree: backend='cuda' requested but the CUDA")
+    assert not run.exists()
+
+
 def test_one_iteration_writes_a_readable_sample_game_and_tensorboard_events(one_iteration):
     run, _, _ = one_iteration
     board_size, komi, moves = sgf_to_moves((run / "sgf" / "iter_000001_game_0.sgf").read_bytes())

@@ -16,6 +16,8 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 
+from kernels.go_batch import BACKENDS
+
 
 @dataclass(frozen=True)
 class Config:
@@ -25,6 +27,10 @@ class Config:
     superko: bool = False
     max_moves: int = 0                 # 0 means 2 * board_size ** 2
     history: int = 1                   # previous positions in the net's input planes
+    # Where the rules of batched play (self-play, matches) run: "cpu" (C/OpenMP), "cuda"
+    # (the CUDA kernels; refused at start without a device) or "auto" (CUDA when CuPy sees a
+    # device, else the CPU). The net runs wherever TensorFlow finds a GPU, whatever this says.
+    backend: str = "auto"
 
     # The net (architectures/).
     blocks: int = 3
@@ -141,6 +147,8 @@ class Config:
         if not (all(a[0] < b[0] for a, b in zip(schedule, schedule[1:]))
                 and all(math.isfinite(rate) and 0 < rate <= 10 for _, rate in schedule)):
             raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"config: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.ray_address and not self.workers:
             raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
@@ -225,6 +233,7 @@ class Config:
                                  "directory or one of its checkpoints); fresh optimizer and replay")
         for f in fields(cls):
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
+                                choices=BACKENDS if f.name == "backend" else None,
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
         if check is not None:

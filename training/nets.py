@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels.go_batch import describe_backend, resolve_backend
 from training.config import Config
 from training.run_directory import (CHECKPOINT_PREFIX, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
@@ -59,6 +60,14 @@ def build_trainer(config: Config):
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
                    momentum=config.momentum, ownership_loss_weight=config.ownership_loss_weight,
                    score_loss_weight=config.score_loss_weight)
+
+
+def describe_devices(config: Config) -> str:
+    """Where `config`'s rules and its net run, for start-up lines. Raises RuntimeError (a
+    one-line reason) when config.backend is "cuda" and no CUDA device is usable."""
+    from architectures import net_device  # deferred: TensorFlow takes seconds to import
+    rules = resolve_backend(config.backend)
+    return f"rules: {describe_backend(rules)} (backend {config.backend}); net: {net_device()}"
 
 
 def is_model_file(source: str | os.PathLike) -> bool:
