@@ -2,9 +2,11 @@
 
     python gtp_engine.py --run runs/NAME [--checkpoint K] [--sims S] [--no-search]
                          [--resign-threshold V] [--analysis-sims A] [--rollout-lambda L]
+    python gtp_engine.py --model models/9x9.npz [--sims S] [...]
     python gtp_engine.py --player mcts:SIMS [--board-size N] [--komi K]
 
-Loads the newest readable checkpoint of the run (or iteration K) and answers GTP on
+Loads the newest readable checkpoint of the run (or iteration K), or a model file (the
+shipped 9x9 net: models/9x9.npz), and answers GTP on
 stdin/stdout; `--rollout-lambda` mixes random playout results into the search's leaf values
 ((1 - L) * net + L * playout). `--player mcts:SIMS` plays without a net instead: pure Monte
 Carlo tree search (uniform priors over the sensible moves, one playout per leaf, SIMS
@@ -39,6 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--version", action="version", version=f"%(prog)s {program_version()}")
     parser.add_argument("--run",
                         help="run directory: a bare name means runs/NAME, a path is used as given")
+    parser.add_argument("--model", default=None, metavar="FILE",
+                        help="a model file (.npz, e.g. the shipped models/9x9.npz) instead of --run")
     parser.add_argument("--player", default=None,
                         help="mcts:SIMS: pure Monte Carlo tree search without a net (instead of --run)")
     parser.add_argument("--board-size", type=int, default=None, help="with --player (default 9)")
@@ -62,8 +66,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                              f"{program_version()}). Lizzie 0.7 reads it as Leela Zero's and "
                              "hangs below 0.15: give it --version-answer 0.17")
     args = parser.parse_args(argv)
-    if (args.run is None) == (args.player is None):
-        parser.error("name either --run (a trained net) or --player mcts:SIMS")
+    if [args.run, args.model, args.player].count(None) != 2:
+        parser.error("name one of --run (a trained run), --model FILE (a model file) or "
+                     "--player mcts:SIMS")
+    if args.model is not None:
+        if not args.model.endswith(".npz"):
+            parser.error(f"--model {args.model}: a model file ends in .npz (export_model.py "
+                         f"writes one); a run directory goes with --run")
+        if args.checkpoint is not None:
+            parser.error("--checkpoint picks a checkpoint of --run; a model file has one net")
     if args.player is not None:
         kind, _, value = args.player.partition(":")
         if kind != "mcts" or not value.isdigit() or int(value) < 1:
@@ -118,7 +129,8 @@ def load_engine(args: argparse.Namespace):
     if args.player is not None:
         return pure_mcts_engine(args)
     try:
-        opened = open_net(args.run, checkpoint=args.checkpoint, batch_size=1, log=log)
+        opened = open_net(args.model or args.run, checkpoint=args.checkpoint, batch_size=1,
+                          log=log)
     except NetOpenError as error:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None

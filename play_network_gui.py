@@ -1,7 +1,10 @@
 """Play a trained net in a Pygame window.
 
-    python play_network_gui.py --run NAME|PATH [--checkpoint K] [--no-search | --sims S]
-                               [--color black|white] [--size N] [--save-dir DIR]
+    python play_network_gui.py [--run NAME|PATH [--checkpoint K] | --model FILE]
+                               [--no-search | --sims S] [--color black|white] [--size N]
+                               [--save-dir DIR]
+
+With neither --run nor --model it plays the shipped 9x9 model, models/9x9.npz.
 
 Click a point to play. Keys (and the buttons beside the board): P pass, U undo, R resign,
 N new game, C swap colours, S save SGF, H heatmap of the net's policy (or the search's visit
@@ -35,7 +38,8 @@ from gui.geometry import BoardGeometry  # noqa: E402
 from gui.net_process import NetProcess, NetProcessError  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession, colour_name  # noqa: E402
 from kernels import coords  # noqa: E402
-from training.nets import NetOpenError, read_config  # noqa: E402
+from training.nets import SHIPPED_MODEL, NetOpenError, read_config  # noqa: E402
+from training.run_directory import ROOT  # noqa: E402
 
 BOARD_PIXELS = 680
 PANEL_LEFT = BOARD_PIXELS + 20
@@ -64,8 +68,12 @@ class SetupError(Exception):
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Play a trained Go net in a Pygame window.")
-    parser.add_argument("--run", required=True,
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--run",
                         help="run directory: a bare name means runs/NAME, a path is used as given")
+    source.add_argument("--model", type=Path,
+                        help="a model file (.npz, export_model.py); default without --run: the "
+                             "shipped models/9x9.npz")
     parser.add_argument("--checkpoint", type=int, default=None, metavar="K",
                         help="play the checkpoint of iteration K (default: the newest)")
     mode = parser.add_mutually_exclusive_group()
@@ -83,6 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--rollout-lambda", type=float, default=None, metavar="L",
                         help="leaf value (1 - L) * net + L * random playout (default: the run's)")
     args = parser.parse_args(argv)
+    if args.model is not None and args.checkpoint is not None:
+        parser.error("--checkpoint picks a checkpoint of --run; a model file has one net")
     if args.sims is not None and args.sims < 1:
         parser.error("--sims must be at least 1 (--no-search plays without search)")
     if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
@@ -93,8 +103,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path]:
     """The game against the run's net, and where to save SGF files; SetupError when the run
     cannot be played (missing, no checkpoint yet, another board size)."""
+    source = args.run if args.run is not None else args.model
+    if source is None:
+        if not SHIPPED_MODEL.is_file():
+            raise SetupError(f"no --run or --model given, and the shipped model {SHIPPED_MODEL} "
+                             f"is missing (restore it with git, or name a run)")
+        source = SHIPPED_MODEL
+    elif args.model is not None and not str(source).endswith(".npz"):
+        raise SetupError(f"--model {source}: a model file ends in .npz (export_model.py writes "
+                         f"one); a run directory goes with --run")
     try:
-        config, run_path = read_config(args.run)
+        config, run_path = read_config(source)
     except NetOpenError as error:
         raise SetupError(str(error)) from None
     if args.size is not None and args.size != config.board_size:
@@ -127,8 +146,10 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
                        f"P passes, two passes end the game.")
     if args.save_dir is not None:
         save_dir = args.save_dir
-    else:   # beside the net: in the run directory, or next to a model file
-        save_dir = (run_path if run_path.is_dir() else run_path.parent) / "gui_games"
+    elif run_path.is_dir():   # beside the net, in the run directory
+        save_dir = run_path / "gui_games"
+    else:   # a model file, maybe inside the checkout's models/: games go to runs/, not there
+        save_dir = ROOT / "runs" / "gui_games"
     return session, save_dir
 
 

@@ -711,3 +711,23 @@ def test_version_answers_the_program_version_or_the_one_given(loaded):
     assert Transcript(loaded).ok("version") == PROGRAM_VERSION
     assert Transcript(loaded, version="0.17").ok("version") == "0.17"   # --version-answer
     assert "string/Net/bgz-net" in Transcript(loaded).ok("gogui-analyze_commands")
+
+
+def test_a_model_file_plays_through_model_and_a_run_through_model_is_refused(tiny_run, tmp_path):
+    import export_model
+    model = tmp_path / "tiny.npz"
+    assert export_model.main(["--run", str(tiny_run), "--output", str(model)]) == 0
+    engine = GtpProcess([sys.executable, str(PROJECT_ROOT / "gtp_engine.py"), "--model",
+                         str(model), "--sims", "4"])
+    try:
+        assert engine.command("bgz-net").startswith(str(model))
+        engine.command("boardsize 5")
+        engine.command("clear_board")
+        move = engine.command("genmove b")
+        assert move == "pass" or re.fullmatch(r"[A-E][1-5]", move), move
+    finally:
+        assert engine.close() == 0
+    refused = subprocess.run([sys.executable, str(PROJECT_ROOT / "gtp_engine.py"), "--model",
+                              str(tiny_run)], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "a model file ends in .npz" in refused.stderr

@@ -502,3 +502,39 @@ def test_headless_window_clicks_keys_and_pixels(app):
     if not session.over:
         assert analysis is not None and analysis.visits is not None
     assert not press(app, pygame.K_ESCAPE)
+
+
+def test_a_model_file_plays_and_its_games_are_saved_under_runs_not_beside_it(tmp_path):
+    import export_model
+    import play_network_gui
+    from training.run_directory import ROOT
+    model = tmp_path / "models" / "net.npz"
+    assert export_model.main(["--run", str(FIXTURE_RUN), "--output", str(model)]) == 0
+    session, save_dir = play_network_gui.load_session(
+        play_network_gui.parse_args(["--model", str(model), "--sims", "4"]))
+    try:
+        assert session.driver.go.board_size == N
+        assert save_dir == ROOT / "runs" / "gui_games"
+        # The model's net answers: the human's move is followed by the net's.
+        assert session.play(0)
+        session.wait()
+        assert len(session.moves) == 2
+    finally:
+        session.close()
+        session.driver.evaluator.close()
+
+
+def test_without_run_or_model_the_shipped_model_is_played_or_its_absence_named(
+        monkeypatch, tmp_path, capsys):
+    import play_network_gui
+    from training.nets import SHIPPED_MODEL, read_config
+    if SHIPPED_MODEL.is_file():
+        config, _ = read_config(SHIPPED_MODEL)
+        assert config.board_size == 9   # models/README.md: the shipped net is the 9x9 one
+    missing = tmp_path / "models" / "9x9.npz"
+    monkeypatch.setattr(play_network_gui, "SHIPPED_MODEL", missing)
+    assert play_network_gui.main([]) == 2
+    err = capsys.readouterr().err
+    assert f"the shipped model {missing} is missing" in err and "Traceback" not in err
+    with pytest.raises(SystemExit):
+        play_network_gui.parse_args(["--model", "x.npz", "--checkpoint", "3"])

@@ -28,9 +28,12 @@ import numpy as np
 
 from kernels.go_batch import describe_backend, resolve_backend
 from training.config import Config
-from training.run_directory import (CHECKPOINT_PREFIX, CheckpointError, RunDirectory,
+from training.run_directory import (CHECKPOINT_PREFIX, ROOT, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
 
+# The 9x9 model shipped with the project (models/README.md): what the GUI plays when it is
+# given neither a run nor a model.
+SHIPPED_MODEL = ROOT / "models" / "9x9.npz"
 CONFIG_KEY = "__config__"
 INFO_KEY = "__info__"
 MODEL_PREFIX = "model."
