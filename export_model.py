@@ -29,7 +29,12 @@ def main(argv=None) -> int:
     parser.add_argument("--output", required=True, help="the model file to write (.npz)")
     parser.add_argument("--checkpoint", type=int, default=None,
                         help="the iteration to export (default: the newest readable checkpoint)")
+    parser.add_argument("--play_simulations", type=int, default=None, metavar="S",
+                        help="the search per move the GTP engine and the GUI use by default "
+                             "(default: the run's play_simulations, else its simulations)")
     args = parser.parse_args(argv)
+    if args.play_simulations is not None and not 1 <= args.play_simulations <= 100_000:
+        parser.error(f"--play_simulations must be in [1, 100000], got {args.play_simulations}")
     if not args.output.endswith(".npz"):
         parser.error(f"--output must end with .npz (a model file), got {args.output!r}")
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
@@ -43,7 +48,10 @@ def main(argv=None) -> int:
         found.iteration)
     info = {"run": found.path.name, "iteration": found.iteration}
     info.update({key: counters[key] for key in INFO_COUNTERS if key in counters})
-    path = save_model_file(args.output, found.config, found.weights, info)
+    config = found.config
+    if args.play_simulations is not None:
+        config = config.overridden(play_simulations=args.play_simulations)
+    path = save_model_file(args.output, config, found.weights, info)
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB): {found.label}, "
           f"{info.get('games', '?')} self-play games, "
           f"{info.get('cpu_seconds', 0) / 3600:.2f} CPU-hours")

@@ -53,7 +53,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", type=int, default=None,
                         help="iteration to load (default: the newest readable checkpoint)")
     parser.add_argument("--sims", type=int, default=None,
-                        help="simulations per genmove (default: the run's config)")
+                        help="simulations per genmove (default: the config's play_simulations, else its simulations)")
     parser.add_argument("--no-search", action="store_true",
                         help="genmove plays the net's most likely move, without search")
     parser.add_argument("--resign-threshold", type=float, default=None,
@@ -140,7 +140,7 @@ def load_engine(args: argparse.Namespace):
     config = opened.config.overridden(backend="cpu")
     if args.rollout_lambda is not None:
         config = config.overridden(rollout_lambda=args.rollout_lambda)
-    simulations = args.sims or config.simulations
+    simulations = args.sims or config.resolved_play_simulations
     where = opened.path if opened.iteration is None else f"{opened.path} iteration {opened.iteration}"
     net = (f"{where}, {config.board_size}x{config.board_size}, "
            f"net {config.blocks}x{config.filters}, "

@@ -129,7 +129,7 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
     # One game, whose board the window reads on the host every frame: the rules run on the
     # CPU (one board gains nothing from a kernel launch); the net process picks its own device.
     config = config.overridden(backend="cpu")
-    search_simulations = args.sims or config.simulations
+    search_simulations = args.sims or config.resolved_play_simulations
     simulations = 0 if args.no_search else search_simulations
     if args.rollout_lambda is not None:
         config = config.overridden(rollout_lambda=args.rollout_lambda)

@@ -716,11 +716,13 @@ def test_version_answers_the_program_version_or_the_one_given(loaded):
 def test_a_model_file_plays_through_model_and_a_run_through_model_is_refused(tiny_run, tmp_path):
     import export_model
     model = tmp_path / "tiny.npz"
-    assert export_model.main(["--run", str(tiny_run), "--output", str(model)]) == 0
+    assert export_model.main(["--run", str(tiny_run), "--output", str(model),
+                              "--play_simulations", "7"]) == 0
     engine = GtpProcess([sys.executable, str(PROJECT_ROOT / "gtp_engine.py"), "--model",
-                         str(model), "--sims", "4"])
+                         str(model)])
     try:
-        assert engine.command("bgz-net").startswith(str(model))
+        # The model's play_simulations is the engine's default budget (the run's is 4).
+        assert engine.command("bgz-net") == f"{model}, 5x5, net 1x8, 7 simulations per move"
         engine.command("boardsize 5")
         engine.command("clear_board")
         move = engine.command("genmove b")

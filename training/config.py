@@ -46,6 +46,9 @@ class Config:
 
     # The search (py_util/).
     simulations: int = 48
+    # The GTP engine's and the GUI's search per move (export_model.py --play_simulations sets
+    # it in a model file); 0 means `simulations`, the self-play budget.
+    play_simulations: int = 0
     c_puct: float = 1.5
     fpu_reduction: float = 0.25
     dirichlet_alpha: float = 0.3
@@ -100,6 +103,10 @@ class Config:
     workers: int = 0
     ray_address: str = ""              # "" starts a local Ray; "auto" or HOST:PORT joins a cluster
     worker_gpus: float = 0.0           # GPUs Ray assigns each actor (a fraction shares one)
+
+    @property
+    def resolved_play_simulations(self) -> int:
+        return self.play_simulations or self.simulations
 
     @property
     def resolved_max_moves(self) -> int:
@@ -178,7 +185,7 @@ class Config:
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
-            ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
+            ("play_simulations", 0, 100_000), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
         ]
 
     def to_json(self) -> str:
