@@ -27,8 +27,7 @@ from games.selfplay import SelfPlay
 from training.config import Config
 from training.distillation import mean_kl, positions_per_second, teacher_targets
 from training.nets import NetOpenError, open_net
-from training.run_directory import RunDirectory, RunLocked, resolve_run_path
-from training.supervised import SupervisedRun, move_accuracy
+from training.supervised import RunRefused, move_accuracy, open_supervised_run
 
 
 def log(message: str) -> None:
@@ -72,18 +71,12 @@ def main(argv=None) -> int:
         log(f"distill: the student must play the teacher's game ({'; '.join(mismatched)}); "
             f"pass the teacher's values as flags")
         return 2
-    run = RunDirectory(resolve_run_path(args.run), log=log)
     try:
-        run.lock()   # one trainer per run directory, as bp_tree.py
-    except RunLocked as error:
+        student = open_supervised_run(config, args, log=log, eval_batch=config.num_games)
+    except RunRefused as error:
         log(f"distill: {error}")
-        return 3
-    try:
-        config = run.prepare(config, Config.explicit_overrides(args))
-        student = SupervisedRun(config, run, log=log, eval_batch=config.num_games)
-    except ValueError as error:
-        log(f"distill: {error}")
-        return 2
+        return error.code
+    config = student.config
     teacher_config = teacher.config.overridden(
         num_games=config.num_games, simulations=args.teacher_sims or teacher.config.eval_simulations,
         resign_threshold=-1.0)

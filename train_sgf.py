@@ -21,8 +21,8 @@ import numpy as np
 
 from games.sgf_corpus import read_sgf_directory
 from training.config import Config
-from training.run_directory import RunDirectory, RunLocked, resolve_run_path
-from training.supervised import SupervisedRun, move_accuracy, split_games, stack
+from training.supervised import (RunRefused, move_accuracy, open_supervised_run, split_games,
+                                 stack)
 
 
 def log(message: str) -> None:
@@ -61,18 +61,12 @@ def main(argv=None) -> int:
     train_games, held_games = split_games(corpus.games, args.held_out, config.seed)
     train = stack([corpus.games[i] for i in train_games])
     held = stack([corpus.games[i] for i in held_games]) if held_games else None
-    run = RunDirectory(resolve_run_path(args.run), log=log)
     try:
-        run.lock()   # one trainer per run directory, as bp_tree.py
-    except RunLocked as error:
+        loop = open_supervised_run(config, args, log=log)
+    except RunRefused as error:
         log(f"train_sgf: {error}")
-        return 3
-    try:
-        config = run.prepare(config, Config.explicit_overrides(args))
-        loop = SupervisedRun(config, run, log=log)
-    except ValueError as error:
-        log(f"train_sgf: {error}")
-        return 2
+        return error.code
+    config = loop.config
     rng = np.random.default_rng([config.seed, loop.counters["iteration"]])
     steps = loop.steps_per_pass(len(train))
     goal = config.iterations or loop.counters["iteration"] + 1

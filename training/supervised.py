@@ -32,7 +32,8 @@ import numpy as np
 from training.config import Config
 from training.nets import build_trainer
 from training.replay_buffer import ReplayBuffer
-from training.run_directory import CheckpointError, RunDirectory, atomic_write_text
+from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_write_text,
+                                    resolve_run_path)
 
 
 @dataclass
@@ -79,6 +80,31 @@ def move_accuracy(net, positions: Positions, batch: int = 256) -> float:
         masked = np.where(positions.legal[start:stop], policy, -1.0)
         hits += int((masked.argmax(axis=1) == positions.move[start:stop]).sum())
     return hits / max(len(positions), 1)
+
+
+class RunRefused(Exception):
+    """A run a supervised command cannot train: the message is one line, `code` the exit
+    code (bp_tree.py's: 3 another trainer owns the run, 2 a refused config)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def open_supervised_run(config: Config, args, log=print, **options) -> "SupervisedRun":
+    """The SupervisedRun of `args.run`, owned and resumed as bp_tree.py owns and resumes a run:
+    the directory's lock first, then its config.json with the command line's explicit flags on
+    top. Raises RunRefused."""
+    run = RunDirectory(resolve_run_path(args.run), log=log)
+    try:
+        run.lock()
+    except RunLocked as error:
+        raise RunRefused(str(error), 3) from None
+    try:
+        config = run.prepare(config, Config.explicit_overrides(args))
+        return SupervisedRun(config, run, log=log, **options)
+    except ValueError as error:
+        raise RunRefused(str(error), 2) from None
 
 
 class SupervisedRun:
