@@ -102,6 +102,7 @@ def test_keys_map_to_commands():
     assert command_for_key("c") is Command.SWAP_COLOURS
     assert command_for_key("s") is Command.SAVE_SGF
     assert command_for_key("h") is Command.TOGGLE_OVERLAY
+    assert command_for_key("o") is Command.TOGGLE_TERRITORY
     assert command_for_key("m") is Command.TOGGLE_SEARCH
     assert command_for_key("escape") is Command.QUIT
     assert command_for_key("x") is None and command_for_key("space") is None
@@ -384,6 +385,56 @@ def test_dispatch_applies_key_commands(tmp_path):
     assert dispatch(session, command_for_key("c")) and session.human_colour == WHITE
     assert not dispatch(session, command_for_key("escape"))
     session.close()
+
+
+class StoneCountingHeads:
+    """Ownership heads that say: each stone's point goes to its owner, empty points to nobody,
+    the score is the stone count; from the side to move's view, as a net's heads speak. Read
+    from Black's view that is the board itself, an independent reference for the session."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, planes):
+        self.calls += 1
+        own_minus_other = planes[..., 0] - planes[..., 1]
+        return own_minus_other, own_minus_other.sum(axis=(1, 2))
+
+
+def test_territory_is_the_nets_estimate_from_blacks_view_once_per_position():
+    heads = StoneCountingHeads()
+    config = Config(board_size=N, komi=7.5, history=1, simulations=16)
+    driver = SearchingGames(config, 1, ScriptedNet([A5, B5]), seed=0, num_threads=1)
+    session = GameSession(driver, simulations=0, chunk=4, ownership=heads)
+    assert dispatch(session, command_for_key("o"))
+    assert session.show_territory and "territory estimate: on" in session.message
+    assert heads.calls == 1 and session.territory.black_lead == 0
+    for move in (CENTRE, E1):                        # the net answers A5, then B5
+        session.play(move)
+        session.wait()
+        for _ in range(2):                           # frames: one net call per position
+            session.step()
+        board = session.view.board
+        np.testing.assert_array_equal(session.territory.ownership, board)
+        assert session.territory.black_lead == board.sum() == 0
+    assert heads.calls == 5                          # empty board, then 2 moves each turn
+    session.play(A4)                                 # white to move: the heads' view flips
+    session.step()
+    assert session.view.to_play == WHITE
+    np.testing.assert_array_equal(session.territory.ownership, session.view.board)
+    assert session.territory.black_lead == 1
+    session.undo()
+    session.step()
+    np.testing.assert_array_equal(session.territory.ownership, session.view.board)
+    assert dispatch(session, command_for_key("o")) and not session.show_territory
+    session.close()
+
+
+def test_territory_of_a_net_without_ownership_head_says_so():
+    session = make_session(ScriptedNet())
+    assert not session.toggle_territory()
+    assert not session.show_territory
+    assert session.message.startswith("This net has no ownership head")
 
 
 # The window, headless, against the fixture run's net.
