@@ -555,6 +555,60 @@ def test_headless_window_clicks_keys_and_pixels(app):
     assert not press(app, pygame.K_ESCAPE)
 
 
+@pytest.fixture(scope="module")
+def aux_run(tmp_path_factory) -> Path:
+    """A tiny 5x5 run whose net has the ownership and score heads."""
+    import contextlib
+    import io
+    import bp_tree
+    run = tmp_path_factory.mktemp("gui") / "aux"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
+                             "--iterations", "1"]) == 0
+    return run
+
+
+def test_the_territory_overlay_draws_the_nets_ownership_head(aux_run):
+    """The estimate comes from the net's process and is the Keras model's own ownership head
+    for the position (planes from a fresh rules engine), turned to Black's view; the window
+    draws a square of the expected owner's colour where the net is most certain."""
+    import play_network_gui
+    from training.nets import read_weights
+    args = play_network_gui.parse_args(["--run", str(aux_run), "--no-search"])
+    session, _ = play_network_gui.load_session(args)
+    window = play_network_gui.App(session)
+    try:
+        assert session.play(CENTRE)
+        session.wait()
+        assert session.toggle_territory()
+        model = read_weights(aux_run).trainer.model
+        go = GoBatch(1, N, history_length=1)
+        for move in session.view.moves:
+            go.play(np.array([move]))
+        outputs = model(go.features(1), training=False)
+        to_play = session.view.to_play
+        assert to_play == BLACK
+        expected = np.tanh(np.asarray(outputs[2])[0]) * to_play
+        np.testing.assert_allclose(session.territory.ownership, expected, atol=1e-4)
+        assert session.territory.black_lead == pytest.approx(
+            float(np.asarray(outputs[3])[0, 0]) * N * N * to_play, abs=1e-3)
+
+        empty = np.argwhere(session.view.board == 0)
+        row, col = max(empty, key=lambda point: abs(expected[tuple(point)]))
+        assert abs(expected[row, col]) > 0.1, "the net should lean somewhere"
+        x, y = window.renderer.geometry.point_to_pixel(row, col)
+        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))   # off the grid lines
+        if expected[row, col] > 0:
+            assert red + green + blue < 300, "a dark square where Black should own the point"
+        else:
+            assert min(red, green, blue) > 150, "a light square where White should own it"
+        assert session.toggle_territory()                            # off: wood again
+        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))
+        assert red > green > blue and red > 150 and blue < 160
+    finally:
+        window.close()
+
+
 def test_a_model_file_plays_and_its_games_are_saved_under_runs_not_beside_it(tmp_path):
     import export_model
     import play_network_gui
