@@ -8,7 +8,9 @@ With neither --run nor --model it plays the shipped 9x9 model, models/9x9.npz.
 
 Click a point to play. Keys (and the buttons beside the board): P pass, U undo, R resign,
 N new game, C swap colours, S save SGF, H heatmap of the net's policy (or the search's visit
-counts) with its value estimate, M search on/off, Esc quit. The net answers from its policy
+counts) with its value estimate, O the net's territory estimate (a net trained with
+--aux_heads true: who it expects to own each point, and its expected score), M search on/off,
+Esc quit. The net answers from its policy
 alone (--no-search, instant) or after a tree search of S simulations (default: the run's own
 `simulations`), thinking in a background thread while the window stays live. Two passes end
 the game; it is scored like the engine scores it (area, every stone on the board alive).
@@ -138,7 +140,8 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
                                 seed=args.seed, num_threads=1)
         session = GameSession(driver, simulations=simulations,
                               human_colour=BLACK if args.colour == "black" else WHITE,
-                              net_name=net.label)
+                              net_name=net.label,
+                              ownership=net.ownership if net.has_aux_heads else None)
     except BaseException:
         net.close()
         raise
@@ -228,6 +231,8 @@ class Renderer:
             marker = max(3, radius // 4)
             gfxdraw.aacircle(surface, x, y, marker, LAST_MOVE)
             gfxdraw.filled_circle(surface, x, y, marker, LAST_MOVE)
+        if session.show_territory and session.territory is not None and not view.over:
+            self._draw_territory(surface, session.territory, view.board)
         if session.show_overlay and not view.over:
             self._draw_heatmap(surface, session)
         if (hover is not None and not view.over and not session.net_to_move
@@ -260,6 +265,24 @@ class Renderer:
             gfxdraw.aacircle(surface, x, y, radius, BLACK_STONE)
         else:
             gfxdraw.aacircle(surface, x, y, radius, (90, 90, 90))
+
+    def _draw_territory(self, surface, territory, board):
+        """A translucent square of the expected owner's colour on each point, its side growing
+        with the net's certainty; on a stone only when the net expects the other colour to own
+        its point (a stone it thinks is lost)."""
+        geometry = self.geometry
+        layer = pygame.Surface((geometry.size, geometry.size), pygame.SRCALPHA)
+        x0, y0 = geometry.origin
+        largest = geometry.cell * 0.6
+        for (row, col), owner in np.ndenumerate(territory.ownership):
+            stone = int(board[row, col])
+            if abs(owner) < 0.05 or stone * owner > 0:
+                continue
+            side = max(2, int(largest * abs(owner)))
+            x, y = geometry.point_to_pixel(row, col)
+            colour = (*STONE_COLOURS[BLACK if owner > 0 else WHITE], 190)
+            layer.fill(colour, (x - x0 - side // 2, y - y0 - side // 2, side, side))
+        surface.blit(layer, geometry.origin)
 
     def _draw_heatmap(self, surface, session):
         geometry = self.geometry
@@ -328,6 +351,11 @@ class Renderer:
                 kind = "visits" if shown.visits is not None else "policy"
                 y = self._text(surface, self.small_font, f"Heatmap: {kind}; {pass_text}",
                                (left, y), DIM_TEXT) + 4
+        if session.show_territory and session.territory is not None and not view.over:
+            lead = session.territory.black_lead
+            leader = "Black" if lead >= 0 else "White"
+            y = self._wrapped(surface, self.small_font, f"Territory (net): {leader} ahead by "
+                              f"{abs(lead):.1f} points, komi included", y, TEXT)
         if session.message:
             y += 4
             self._wrapped(surface, self.font, session.message, y, (255, 236, 180))
@@ -337,7 +365,7 @@ class Renderer:
             pygame.draw.rect(surface, BUTTON_EDGE, rect, width=1, border_radius=6)
             self._blit_centred(surface, self.small_font, f"{button.label} ({button.key})",
                                button.centre, TEXT)
-        hint = "Click a point to play. H: heatmap, M: search on/off, Esc: quit."
+        hint = "Click a point to play. H: heatmap, O: territory, M: search on/off, Esc: quit."
         below_buttons = max(top + height for _, top, _, height in
                             (button.rect for button in self.buttons)) + 16
         self._wrapped(surface, self.small_font, hint, below_buttons, DIM_TEXT)

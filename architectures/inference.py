@@ -15,6 +15,15 @@ two outputs.
     # value   float32 (k,):       tanh output in [-1, 1], for the side to move
     priors = mask_policy(policy, legal)   # legal: bool (k, N*N+1) -> renormalised over legal
 
+Analysis reads the auxiliary heads of a net trained with them (`resnet.build_model(...,
+aux_heads=True)`), off the search's path, through functions of their own:
+
+    net.has_aux_heads                       # False: ownership() raises ValueError
+    ownership, score = net.ownership(planes)
+    # ownership float32 (k, N, N): tanh of the ownership logits in [-1, 1], +1 the side to move
+    # score     float32 (k,):      the expected final area margin for the side to move, komi
+    #                              included, in points (the score head times N*N)
+
 Planes that live on a GPU (a CuPy array from the CUDA rules back end, or any array whose
 `__dlpack_device__` is not the CPU) reach TensorFlow through DLPack without a host copy, are
 padded on the device, and come back as `DeviceTensor`s, DLPack producers on the same device
@@ -38,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from architectures.resnet import inference_forward, is_built_by_build_model
+from architectures.resnet import has_aux_heads, inference_forward, is_built_by_build_model
 
 BACKENDS = ("tensorflow", "onnxruntime")
 # ONNX Runtime ran every preset net faster than TensorFlow on the 2-core development machine:
@@ -159,6 +168,9 @@ class CompiledNet:
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}
+        self._aux_function = None            # built on the first ownership() call
+        self._aux_session, self._aux_session_version = None, None
+        self.has_aux_heads = is_built_by_build_model(model) and has_aux_heads(model)
         if backend == "onnxruntime":
             self._session, self._session_version = None, None
             self.refresh()
@@ -181,19 +193,47 @@ class CompiledNet:
         reads the variables on every call and needs nothing)."""
         if self.backend != "onnxruntime":
             return
-        import onnxruntime
-
         from architectures.onnx_export import onnx_model
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # Idle intra-op threads block at once instead of spinning: between net calls the
-        # search runs on this core and the rules engine's threads want the other.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         version = _weights_version(self.model)
-        self._session = onnxruntime.InferenceSession(
-            onnx_model(self.model).SerializeToString(), options,
-            providers=["CPUExecutionProvider"])
+        self._session = _onnxruntime_session(onnx_model(self.model))
         self._session_version = version
+
+    def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
+        """(ownership (k, N, N) in [-1, 1], score (k,) in points), float32 NumPy, both from the
+        side to move's view, of planes (k, N, N, C); ValueError for a net without the
+        auxiliary heads. For analysis: a function of its own, traced on first use, so the
+        search's compiled net computes only policy and value."""
+        if not self.has_aux_heads:
+            raise ValueError("this net has no ownership head (it was trained without "
+                             "--aux_heads true)")
+        if on_accelerator(planes):
+            planes = _to_host(planes)
+        planes = np.ascontiguousarray(planes, dtype=np.float32)
+        expected = (self.board_size, self.board_size, self.input_planes)
+        if planes.ndim != 4 or planes.shape[1:] != expected:
+            raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
+                             f"got shape {planes.shape}")
+        if self.backend == "onnxruntime":
+            version = _weights_version(self.model)
+            if self._aux_session is None or self._aux_session_version != version:
+                from architectures.onnx_export import onnx_model
+                self._aux_session = _onnxruntime_session(onnx_model(self.model, aux_heads=True))
+                self._aux_session_version = version
+            ownership, score = self._aux_session.run(None, {"planes": planes})
+            # Tanh may round to 1 + 1 ulp here too (see _run_onnxruntime).
+            np.clip(ownership, -1.0, 1.0, out=ownership)
+        else:
+            if self._aux_function is None:
+                model = self.model
+
+                def heads(batch):
+                    outputs = model(batch, training=False)
+                    return tf.tanh(outputs[2]), tf.reshape(outputs[3], [-1])
+
+                self._aux_function = tf.function(heads, input_signature=[
+                    tf.TensorSpec((None, *expected), tf.float32)])
+            ownership, score = (t.numpy() for t in self._aux_function(planes))
+        return ownership, (score * np.float32(self.board_size ** 2)).astype(np.float32)
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(policy (k, N*N+1), value (k,)), float32 NumPy, for planes (k, N, N, C); for
@@ -280,6 +320,18 @@ class CompiledNet:
         value = tf.concat(values, axis=0) if len(values) > 1 else values[0]
         tf.test.experimental.sync_devices()
         return DeviceTensor(policy), DeviceTensor(value)
+
+
+def _onnxruntime_session(proto):
+    import onnxruntime  # deferred: an optional back end
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle intra-op threads block at once instead of spinning: between net calls the
+    # search runs on this core and the rules engine's threads want the other.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(proto.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
 
 
 def _to_host(array) -> np.ndarray:

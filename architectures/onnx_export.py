@@ -6,6 +6,10 @@ convolution followed by its own BatchNormalization node (inference mode, moving 
 the residual adds and ReLUs, the heads flattened in Keras' NHWC order, the policy softmax and
 the value tanh. Outputs: `policy` float32 (B, N*N+1) probabilities over all moves, pass last,
 and `value` float32 (B,), exactly what `CompiledNet` returns. The batch dimension is symbolic.
+`onnx_model(model, aux_heads=True)` is a second graph for analysis, of a net with auxiliary
+heads: outputs `ownership` float32 (B, N, N), tanh of the ownership logits, and `score` float32
+(B,), the score head as it is (margin / N*N); a separate graph, so that the search's graph
+computes nothing it does not read.
 
 The initializers are the model's own variables, unchanged: `keras_weights(onnx_model(m))`
 gives back `m.get_weights()` bit for bit (tests/test_onnx.py). Folding the batch norms into
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from architectures.resnet import is_built_by_build_model
+from architectures.resnet import has_aux_heads, is_built_by_build_model
 
 OPSET = 17
 
@@ -28,12 +32,15 @@ def _layers(model) -> dict:
     return {layer.name: layer for layer in model.layers}
 
 
-def onnx_model(model):
-    """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net."""
+def onnx_model(model, aux_heads: bool = False):
+    """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net, or with
+    `aux_heads` (ownership tanh, score) of one that has those heads."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     layer = _layers(model)
+    if aux_heads and not has_aux_heads(model):
+        raise ValueError("this net has no ownership head (it was trained without --aux_heads)")
     n, _, channels = tuple(model.input_shape[1:])
     nodes, initializers = [], []
     counter = iter(range(1 << 30))
@@ -83,19 +90,36 @@ def onnx_model(model):
         bias = node("Reshape", [dense(pooled, "gpool_dense"),
                                 constant("gpool_shape", np.array([-1, width, 1, 1], np.int64))])
         x = node("Relu", [node("Add", [x, bias])])
-    policy = dense(flatten_nhwc(conv_bn(x, "policy_conv", "policy_bn")), "policy_logits")
-    nodes.append(helper.make_node("Softmax", [policy], ["policy"], axis=-1))
-    value = node("Relu", [dense(flatten_nhwc(conv_bn(x, "value_conv", "value_bn")), "value_hidden")])
-    value = node("Tanh", [dense(value, "value")])
-    nodes.append(helper.make_node("Reshape", [value, constant("value_shape", np.array([-1], np.int64))],
-                                  ["value"]))
+    hidden = node("Relu", [dense(flatten_nhwc(conv_bn(x, "value_conv", "value_bn")),
+                                 "value_hidden")])
+    if aux_heads:
+        # ownership_conv is a 1x1 convolution with a bias and no batch norm; its one channel
+        # makes NCHW (B, 1, N, N) and Keras' (B, N, N) the same row-major order.
+        conv = layer["ownership_conv"]
+        logits = node("Conv", [x, constant("ownership_conv.kernel",
+                                           conv.kernel.numpy().transpose(3, 2, 0, 1)),
+                               constant("ownership_conv.bias", conv.bias.numpy())],
+                      kernel_shape=[1, 1])
+        shape = constant("ownership_shape", np.array([-1, n, n], np.int64))
+        nodes.append(helper.make_node("Reshape", [node("Tanh", [logits]), shape], ["ownership"]))
+        nodes.append(helper.make_node(
+            "Reshape", [dense(hidden, "score"), constant("score_shape", np.array([-1], np.int64))],
+            ["score"]))
+        outputs = [helper.make_tensor_value_info("ownership", TensorProto.FLOAT, ["batch", n, n]),
+                   helper.make_tensor_value_info("score", TensorProto.FLOAT, ["batch"])]
+    else:
+        policy = dense(flatten_nhwc(conv_bn(x, "policy_conv", "policy_bn")), "policy_logits")
+        nodes.append(helper.make_node("Softmax", [policy], ["policy"], axis=-1))
+        value = node("Tanh", [dense(hidden, "value")])
+        nodes.append(helper.make_node(
+            "Reshape", [value, constant("value_shape", np.array([-1], np.int64))], ["value"]))
+        outputs = [helper.make_tensor_value_info("policy", TensorProto.FLOAT, ["batch", n * n + 1]),
+                   helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])]
 
     graph = helper.make_graph(
         nodes, model.name,
         [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, channels])],
-        [helper.make_tensor_value_info("policy", TensorProto.FLOAT, ["batch", n * n + 1]),
-         helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])],
-        initializers)
+        outputs, initializers)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="batched-go-zero")
     onnx.checker.check_model(proto)

@@ -153,3 +153,9 @@ def is_built_by_build_model(model: keras.Model) -> bool:
     required = {"stem_conv", "stem_bn", "policy_conv", "policy_bn", "policy_logits",
                 "value_conv", "value_bn", "value_hidden", "value"}
     return required <= names
+
+
+def has_aux_heads(model: keras.Model) -> bool:
+    """Whether a `build_model` net has the ownership and score heads (`aux_heads=True`)."""
+    names = {item.name for item in model.layers}
+    return {"ownership_conv", "score"} <= names

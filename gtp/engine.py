@@ -93,6 +93,61 @@ class Clock:
         return max(0.0, 0.8 * per_move - 0.05)   # margin for the controller's round trip
 
 
+@dataclass
+class _AnalyzeRequest:
+    colour: int
+    interval: int = DEFAULT_ANALYSIS_INTERVAL   # centiseconds
+    min_moves: int = 0
+    max_moves: int | None = None
+    ownership: bool = False
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """One move of an analysis line."""
+    action: int
+    visits: int
+    value: float          # the search's Q in [-1, 1] for the mover (the root's if unvisited)
+    winrate: float        # (1 + value) / 2
+    prior: float
+    lcb: float
+    order: int
+    pv: list
+
+
+class _AnalysisHeads:
+    """The net's ownership and score estimates during one kata-analyze, computed once per
+    position: the root's on the first report, each searched move's the first time it is
+    reported (its node's slot holds the position after it)."""
+
+    def __init__(self):
+        self._root = None
+        self._moves: dict[int, float] = {}
+
+    def root_ownership(self, engine: "GoEngine") -> np.ndarray:
+        return self._root_heads(engine)[0]
+
+    def move_score(self, engine: "GoEngine", action: int | None) -> float:
+        """The mover's expected lead after `action` (None: at the root), in points."""
+        if action is None:
+            return self._root_heads(engine)[1]
+        if action not in self._moves:
+            search = engine.driver.search
+            edges = search.node_edges(0, int(search.root_nodes[0]))
+            child = int(edges.children[np.flatnonzero(edges.actions == action)[0]])
+            if child == NO_NODE:
+                return self._root_heads(engine)[1]
+            _, score = engine.net_heads(engine.driver.node_slots(np.array([0]), np.array([child])))
+            self._moves[action] = -float(score[0])   # the child's score is the opponent's
+        return self._moves[action]
+
+    def _root_heads(self, engine: "GoEngine") -> tuple[np.ndarray, float]:
+        if self._root is None:
+            ownership, score = engine.net_heads(engine.replayer.slots)
+            self._root = (ownership[0], float(score[0]))
+        return self._root
+
+
 class GoEngine:
     def __init__(self, config: Config, evaluator, options: EngineOptions, log=None, seed: int = 0):
         self.config = config
@@ -137,6 +192,7 @@ class GoEngine:
             "loadsgf": self.cmd_loadsgf,
             "printsgf": self.cmd_printsgf,
             "lz-analyze": self.cmd_lz_analyze,
+            "kata-analyze": self.cmd_kata_analyze,
             "gogui-analyze_commands": self.cmd_gogui_analyze_commands,
             "bgz-policy_heatmap": self.cmd_policy_heatmap,
             "bgz-visit_heatmap": self.cmd_visit_heatmap,
@@ -483,35 +539,62 @@ class GoEngine:
     # ------------------------------------------------------------------ analysis
 
     def cmd_lz_analyze(self, args):
-        colour, interval, min_moves, max_moves = self._parse_analyze(args)
-        return Stream(lambda write, interrupted: self._analyze(
-            colour, interval, min_moves, max_moves, write, interrupted))
+        request = self._parse_analyze(args)
+        return self._analysis_stream(request, lambda: self.analysis_line(
+            request.min_moves, request.max_moves))
 
-    def _parse_analyze(self, args):
-        """lz-analyze [colour] [interval] [interval N] [minmoves N] [maxmoves N]; interval in
-        centiseconds (0: no periodic output)."""
+    def cmd_kata_analyze(self, args):
+        """KataGo's analysis (docs/GTP_Extensions.md of KataGo): float win rates and priors,
+        `utility` (the search's Q), and with a net that has the auxiliary heads `scoreMean`
+        and `scoreLead` per move and, with `ownership true`, the net's ownership of the root
+        position after the moves. Without those heads the moves come without scores, and
+        `ownership true` is refused."""
+        request = self._parse_analyze(args, kata=True)
+        if request.ownership and not self.has_ownership:
+            raise GtpError("this net has no ownership head (it was trained without "
+                           "--aux_heads true)")
+        heads = _AnalysisHeads() if self.has_ownership else None
+        return self._analysis_stream(request, lambda: self.kata_analysis_line(
+            request.min_moves, request.max_moves, request.ownership, heads))
+
+    @property
+    def has_ownership(self) -> bool:
+        """Whether the evaluator is a net with ownership and score heads."""
+        return bool(getattr(self.evaluator, "has_aux_heads", False))
+
+    def _parse_analyze(self, args, kata: bool = False) -> "_AnalyzeRequest":
+        """[colour] [interval] [interval N] [minmoves N] [maxmoves N] (kata-analyze also
+        [ownership true|false]); interval in centiseconds (0: no periodic output)."""
         words = list(args)
-        colour = self.record.next_colour()
+        request = _AnalyzeRequest(colour=self.record.next_colour())
         if words and words[0].lower() in COLOURS:
-            colour = COLOURS[words.pop(0).lower()]
-        interval, min_moves, max_moves = DEFAULT_ANALYSIS_INTERVAL, 0, None
+            request.colour = COLOURS[words.pop(0).lower()]
         if words and words[0].isdigit():
-            interval = int(words.pop(0))
+            request.interval = int(words.pop(0))
         while words:
             key = words.pop(0)
+            if kata and key == "ownership" and words and words[0] in ("true", "false"):
+                request.ownership = words.pop(0) == "true"
+                continue
             if key not in ("interval", "minmoves", "maxmoves") or not words \
                     or not words[0].isdigit():
                 raise GtpError("cannot parse analyze tags")
             value = int(words.pop(0))
             if key == "interval":
-                interval = value
+                request.interval = value
             elif key == "minmoves":
-                min_moves = value
+                request.min_moves = value
             else:
-                max_moves = value
-        return colour, interval, min_moves, max_moves
+                request.max_moves = value
+        return request
 
-    def _analyze(self, colour, interval_cs, min_moves, max_moves, write, interrupted):
+    def _analysis_stream(self, request: "_AnalyzeRequest", report) -> Stream:
+        return Stream(lambda write, interrupted: self._analyze(
+            request.colour, request.interval, report, write, interrupted))
+
+    def _analyze(self, colour, interval_cs, report, write, interrupted):
+        """Grow the search of `colour`'s position until the next input, writing `report()`
+        every interval: the one loop of lz-analyze and kata-analyze."""
         self.prepare(colour)
         games = np.ones(1, bool)
         interval = interval_cs / 100
@@ -524,40 +607,85 @@ class GoEngine:
             if int(self.driver.search.simulations[0]) == done:
                 time.sleep(0.01)   # the tree is full: wait for the next command
             if interval > 0 and time.monotonic() >= next_report:
-                line = self.analysis_line(min_moves, max_moves)
+                line = report()
                 if line:
                     write(line)
                 next_report = time.monotonic() + interval
 
-    def analysis_line(self, min_moves: int = 0, max_moves: int | None = None) -> str:
-        """One Leela Zero `info` line for the searched root: a block per move, most visited
-        first, `info move V visits N winrate W prior P lcb L order K pv V V ...`, win rates
-        and priors as integers in 0..10000 from the mover's view. LCB is the win rate minus
-        1.96 standard errors of a mean of N results in [0, 1] with variance w(1 - w)
-        (the tree keeps no variance)."""
+    def candidates(self, min_moves: int = 0, max_moves: int | None = None) -> list["_Candidate"]:
+        """The searched root's moves to report, most visited first, then (up to `min_moves`)
+        unvisited legal moves by prior, at most `max_moves`. Win rates from the mover's view;
+        an unvisited move gets the root's. LCB is the win rate minus 1.96 standard errors of a
+        mean of N results in [0, 1] with variance w(1 - w) (the tree keeps no variance)."""
         stats = self.driver.search.root_statistics()
         visits, q = stats.visits[0], stats.q[0]
         priors, legal = stats.priors[0], stats.legal[0]
         visited = [int(a) for a in np.lexsort((-priors, -visits)) if visits[a] > 0]
         if not visited:
-            return ""
+            return []
         unvisited = [int(a) for a in np.argsort(-priors, kind="stable")
                      if legal[a] and visits[a] == 0]
         chosen = visited + unvisited[:max(0, min_moves - len(visited))]
         if max_moves is not None:
             chosen = chosen[:max_moves]
-        root_winrate = (1 + float(self.driver.root_values()[0])) / 2
-        blocks = []
+        root_value = float(self.driver.root_values()[0])
+        found = []
         for order, action in enumerate(chosen):
             count = int(visits[action])
-            winrate = (1 + float(q[action])) / 2 if count else root_winrate
+            value = float(q[action]) if count else root_value
+            winrate = (1 + value) / 2
             lcb = (winrate - 1.96 * math.sqrt(winrate * (1 - winrate) / count)) if count else 0.0
-            pv = " ".join(self._vertex(a) for a in self.principal_variation(action))
-            blocks.append(f"info move {self._vertex(action)} visits {count} "
-                          f"winrate {_permyriad(winrate)} "
-                          f"prior {_permyriad(float(priors[action]))} "
-                          f"lcb {_permyriad(lcb)} order {order} pv {pv}")
-        return " ".join(blocks)
+            found.append(_Candidate(action, count, value, winrate, float(priors[action]), lcb,
+                                    order, self.principal_variation(action)))
+        return found
+
+    def analysis_line(self, min_moves: int = 0, max_moves: int | None = None) -> str:
+        """One Leela Zero `info` line for the searched root: a block per move, most visited
+        first, `info move V visits N winrate W prior P lcb L order K pv V V ...`, win rates
+        and priors as integers in 0..10000 from the mover's view."""
+        return " ".join(
+            f"info move {self._vertex(c.action)} visits {c.visits} "
+            f"winrate {_permyriad(c.winrate)} prior {_permyriad(c.prior)} "
+            f"lcb {_permyriad(c.lcb)} order {c.order} pv {self._pv(c)}"
+            for c in self.candidates(min_moves, max_moves))
+
+    def kata_analysis_line(self, min_moves: int = 0, max_moves: int | None = None,
+                           ownership: bool = False, heads: "_AnalysisHeads | None" = None) -> str:
+        """One KataGo `kata-analyze` line: per move `info move V visits N utility U winrate W
+        [scoreMean S scoreLead S] prior P lcb L order K pv V V ...` (floats, the mover's
+        view: utility is the search's Q in [-1, 1], win rate, prior and LCB in [0, 1]), then
+        with `ownership` the word `ownership` and N*N floats in [-1, 1], the net's expected
+        final owner of every point of the root position from the mover's view (+1: the
+        mover's), row by row from the top left (A19 on 19x19) to the bottom right.
+        `heads` (a net with ownership and score heads) caches the net's estimates: a move's
+        score is the net's score of the position after it (the tree averages no scores), an
+        unvisited move's the root's, in points for the mover, komi included."""
+        found = self.candidates(min_moves, max_moves)
+        if not found:
+            return ""
+        blocks = []
+        for c in found:
+            score = ""
+            if heads is not None:
+                lead = heads.move_score(self, c.action if c.visits else None)
+                score = f"scoreMean {lead:.6g} scoreLead {lead:.6g} "
+            blocks.append(f"info move {self._vertex(c.action)} visits {c.visits} "
+                          f"utility {c.value:.6g} winrate {c.winrate:.6g} {score}"
+                          f"prior {c.prior:.6g} lcb {max(0.0, c.lcb):.6g} order {c.order} "
+                          f"pv {self._pv(c)}")
+        line = " ".join(blocks)
+        if ownership:
+            values = heads.root_ownership(self).ravel()
+            line += " ownership " + " ".join(f"{v:.6g}" for v in values)
+        return line
+
+    def net_heads(self, slots) -> tuple[np.ndarray, np.ndarray]:
+        """The net's (ownership (k, N, N), score (k,) in points) of the positions in `slots`,
+        from the view of the side to move in each."""
+        return self.evaluator.ownership(self.go.features(self.config.history, slots))
+
+    def _pv(self, candidate: "_Candidate") -> str:
+        return " ".join(self._vertex(a) for a in candidate.pv)
 
     def principal_variation(self, first: int | None = None) -> list[int]:
         """Moves down the most visited edges from the root (starting with `first`)."""

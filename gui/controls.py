@@ -2,7 +2,8 @@
 plain values (pixel positions, pygame key names), so the tests need no window.
 
     P pass   U / Backspace undo   R resign   N new game   C swap colours   S save SGF
-    H heatmap (policy or visits) and value   M search on/off   Esc / Q quit
+    H heatmap (policy or visits) and value   O the net's territory estimate   M search on/off
+    Esc / Q quit
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ class Command(Enum):
     SWAP_COLOURS = "swap colours"
     SAVE_SGF = "save SGF"
     TOGGLE_OVERLAY = "heatmap"
+    TOGGLE_TERRITORY = "territory"
     TOGGLE_SEARCH = "search on/off"
     QUIT = "quit"
 
@@ -35,6 +37,7 @@ KEY_COMMANDS = {
     "c": Command.SWAP_COLOURS,
     "s": Command.SAVE_SGF,
     "h": Command.TOGGLE_OVERLAY,
+    "o": Command.TOGGLE_TERRITORY,
     "m": Command.TOGGLE_SEARCH,
     "escape": Command.QUIT,
     "q": Command.QUIT,
@@ -49,6 +52,7 @@ BUTTONS = (
     (Command.SWAP_COLOURS, "Swap colours", "C"),
     (Command.SAVE_SGF, "Save SGF", "S"),
     (Command.TOGGLE_OVERLAY, "Heatmap", "H"),
+    (Command.TOGGLE_TERRITORY, "Territory", "O"),
     (Command.TOGGLE_SEARCH, "Search on/off", "M"),
 )
 
@@ -125,6 +129,8 @@ def dispatch(session, command: Command, move: int | None = None,
             session.message = f"Could not save the SGF: {error}"
     elif command is Command.TOGGLE_OVERLAY:
         session.toggle_overlay()
+    elif command is Command.TOGGLE_TERRITORY:
+        session.toggle_territory()
     elif command is Command.TOGGLE_SEARCH:
         session.toggle_search()
     return True

@@ -11,6 +11,8 @@ TensorFlow, whatever SDL's video driver, renderer or environment variables.
     net = NetProcess("runs/my9x9", checkpoint=None)   # starts the child; open_net runs there
     net.label                                          # "my9x9 iteration 12"
     policy, value = net(planes)             # an evaluator for SearchingGames
+    net.has_aux_heads                       # whether the net has ownership and score heads
+    ownership, score = net.ownership(planes)   # CompiledNet.ownership, run in the child
     net.close()
 
 The parent talks to the child over a socket pair with `multiprocessing.connection`
@@ -77,15 +79,22 @@ class NetProcess:
         if status != "ready":
             self.close()
             raise NetProcessError(payload)
-        self.label = payload
+        self.label, self.has_aux_heads = payload
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        planes = np.ascontiguousarray(planes, dtype=np.float32)
+        return self._ask(np.ascontiguousarray(planes, dtype=np.float32))
+
+    def ownership(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ownership (k, N, N), score (k,)) of the net's auxiliary heads, as
+        `CompiledNet.ownership`; NetProcessError for a net without them."""
+        return self._ask(("ownership", np.ascontiguousarray(planes, dtype=np.float32)))
+
+    def _ask(self, request):
         with self._lock:
             if self.closed:
                 raise NetProcessError("the net's process is closed")
             try:
-                self._connection.send(planes)
+                self._connection.send(request)
                 status, payload = self._connection.recv()
             except (EOFError, OSError):
                 raise NetProcessError(self._ended()) from None
@@ -145,13 +154,18 @@ def serve(fd: int) -> int:
             connection.send(("error", f"the net could not be built: "
                                       f"{type(error).__name__}: {error}"))
             return 2
-        connection.send(("ready", opened.label))
+        connection.send(("ready", (opened.label, net.has_aux_heads)))
         while True:
-            planes = connection.recv()
-            if planes is None:
+            request = connection.recv()
+            if request is None:
                 return 0
             try:
-                answer = ("ok", net(planes))
+                if isinstance(request, tuple):      # ("ownership", planes)
+                    answer = ("ok", net.ownership(request[1]))
+                else:
+                    answer = ("ok", net(request))
+            except ValueError as error:             # a net without the heads, bad planes
+                answer = ("error", str(error))
             except Exception as error:
                 answer = ("error", f"the net failed: {type(error).__name__}: {error}")
             connection.send(answer)

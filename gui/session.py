@@ -7,6 +7,10 @@ move). Every change to the game itself (a move, undo, a new game) happens on the
 thread, after stopping the thread, in `GameSession` methods; drawing reads `session.view`, a
 snapshot refreshed after each change, never the engine.
 
+The net's territory estimate (a net with ownership and score heads) is asked for on the
+caller's thread, one net call per position: the planes are taken with each snapshot, while no
+thread searches, and the net (a `NetProcess`) serves one call at a time.
+
 Undo restores a `GoBatch.save()` snapshot taken before each move and empties the search tree.
 Black moves first and colours alternate (no handicap), so move i was Black's when i is even.
 """
@@ -86,6 +90,14 @@ class GameView:
         return self.moves[-1] if self.moves else None
 
 
+@dataclass(frozen=True)
+class Territory:
+    """The net's estimate for one position of the game, from Black's view."""
+    position: int                 # the session's position counter when it was computed
+    ownership: np.ndarray         # float32 (N, N) in [-1, 1]: +1 Black will own the point
+    black_lead: float             # expected final area margin for Black, komi included
+
+
 class _Thinker(threading.Thread):
     """Analyses the game's current position in the background: the policy alone
     (`simulations == 0`), or a search grown `chunk` simulations at a time so that progress
@@ -142,10 +154,13 @@ class GameSession:
 
     simulations: the net's search per move; 0 = its policy alone (fast, greedy).
     search_simulations: what `toggle_search` switches to (at most the driver's own budget).
+    ownership: the net's auxiliary heads, planes (k, N, N, C) -> (ownership (k, N, N), score
+    (k,)) from the side to move's view (`CompiledNet.ownership`); None for a net without them.
     """
 
     def __init__(self, driver: SearchingGames, *, simulations: int, human_colour: int = BLACK,
-                 search_simulations: int | None = None, chunk: int = 8, net_name: str = "net"):
+                 search_simulations: int | None = None, chunk: int = 8, net_name: str = "net",
+                 ownership=None):
         if human_colour not in (BLACK, WHITE):
             raise ValueError(f"human_colour must be +1 (black) or -1 (white), got {human_colour!r}")
         budget = driver.settings.simulations
@@ -160,13 +175,17 @@ class GameSession:
         self.chunk = max(1, chunk)
         self.net_name = net_name
         self.show_overlay = False
+        self._ownership = ownership
+        self.show_territory = False
+        self.territory: Territory | None = None
+        self._position = 0                  # counts the snapshots, one per change of position
         self.moves: list[int] = []
         self._history: list = []            # GoBatch snapshot before each move
         self.resigned_by = 0
         self.message = ""
         self.analysis: Analysis | None = None
         self._thinker: _Thinker | None = None
-        self.view = self._make_view()
+        self._refresh()
 
     # What the GUI asks.
 
@@ -207,6 +226,7 @@ class GameSession:
     def step(self) -> None:
         """Take what the thinking thread produced; play the net's move when it has chosen;
         start thinking when it is the net's turn (or the heatmap wants the human's position)."""
+        self._update_territory()
         thinker = self._thinker
         if thinker is not None:
             if thinker.analysis is not None:
@@ -348,6 +368,26 @@ class GameSession:
         self.message = f"Heatmap of the net's {what}: {'on' if self.show_overlay else 'off'}."
         return True
 
+    def toggle_territory(self) -> bool:
+        if self._ownership is None:
+            self.message = ("This net has no ownership head (it was trained without "
+                            "--aux_heads true): no territory estimate.")
+            return False
+        self.show_territory = not self.show_territory
+        self.message = f"The net's territory estimate: {'on' if self.show_territory else 'off'}."
+        self._update_territory()
+        return True
+
+    def _update_territory(self) -> None:
+        """Ask the net for the current position's estimate if it is shown and not yet known."""
+        if (not self.show_territory or self.view.over
+                or (self.territory is not None and self.territory.position == self._position)):
+            return
+        ownership, score = self._ownership(self._planes)
+        black = self.view.to_play       # the heads speak for the side to move
+        self.territory = Territory(self._position, (ownership[0] * black).astype(np.float32),
+                                   float(score[0]) * black)
+
     def toggle_search(self) -> bool:
         self._stop_thinking()
         self.simulations = 0 if self.simulations else self.search_simulations
@@ -405,7 +445,10 @@ class GameSession:
                 f"+ komi {self.go.komi:g}.")
 
     def _refresh(self) -> None:
+        """A new snapshot; only ever called while no thread is searching."""
         self.view = self._make_view()
+        self._position += 1
+        self._planes = self.go.features(self.driver.history, GAME)
 
     def _make_view(self) -> GameView:
         go = self.go

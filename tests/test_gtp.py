@@ -42,7 +42,7 @@ REQUIRED = ["protocol_version", "name", "version", "known_command", "list_comman
             "boardsize", "clear_board", "komi", "play", "genmove"]
 EXTRA = ["undo", "showboard", "final_score", "final_status_list", "time_settings", "time_left",
          "set_free_handicap", "loadsgf", "printsgf", "reg_genmove", "lz-analyze",
-         "gogui-analyze_commands", "bgz-net"]
+         "gogui-analyze_commands", "bgz-net", "kata-analyze"]
 INFO_BLOCK = re.compile(r"info move (?P<move>\S+) visits (?P<visits>\d+) winrate (?P<winrate>\d+) "
                         r"prior (?P<prior>\d+) lcb (?P<lcb>\d+) order (?P<order>\d+) "
                         r"pv (?P<pv>(?:\S+)(?: (?!info )\S+)*)")
@@ -56,6 +56,17 @@ def tiny_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("gtp") / "tiny run"   # a space in the path, as users have
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "1"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def aux_run(tmp_path_factory) -> Path:
+    """A tiny run whose net has the ownership and score heads."""
+    import bp_tree
+    run = tmp_path_factory.mktemp("gtp") / "aux"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
+                             "--iterations", "1"]) == 0
     return run
 
 
@@ -528,6 +539,125 @@ def test_gogui_analyze_commands_all_run(loaded):
         else:
             assert body
     assert gtp.board().sum() == 1
+
+
+# KataGo's kata-analyze fields (its docs/GTP_Extensions.md): floats, the mover's view.
+KATA_BLOCK = re.compile(
+    r"info move (?P<move>\S+) visits (?P<visits>\d+) utility (?P<utility>\S+) "
+    r"winrate (?P<winrate>\S+) (?:scoreMean (?P<mean>\S+) scoreLead (?P<lead>\S+) )?"
+    r"prior (?P<prior>\S+) lcb (?P<lcb>\S+) order (?P<order>\d+) "
+    r"pv (?P<pv>(?:\S+)(?: (?!info |ownership )\S+)*)")
+
+
+def streamed_lines(gtp, command: str, count: int = 2) -> list[str]:
+    """The lines a streaming analysis command wrote before a "next command" arrived after
+    `count` lines; checks the response's framing."""
+    gtp.output.seek(0), gtp.output.truncate()
+    started = time.monotonic()
+
+    def stop():
+        return gtp.output.getvalue().count("\ninfo move ") >= count \
+            or time.monotonic() - started > 30
+
+    gtp.server.execute(command, interrupted=stop)
+    output = gtp.output.getvalue()
+    head, *lines, closing = output.split("\n")[:-1]
+    assert head == "=" and closing == "" and len(lines) >= count, output[-200:]
+    return lines
+
+
+def kata_line(line: str, board_size: int) -> tuple[list[dict], np.ndarray | None]:
+    """(info blocks, ownership or None) of one kata-analyze line; fails on anything else."""
+    info, _, ownership = line.partition(" ownership ")
+    blocks = [match.groupdict() for match in KATA_BLOCK.finditer(info)]
+    assert blocks and " ".join(match.group(0) for match in KATA_BLOCK.finditer(info)) == info, \
+        f"not KataGo info blocks: {info!r}"
+    for block in blocks:
+        winrate, utility = float(block["winrate"]), float(block["utility"])
+        assert 0 <= winrate <= 1 and 0 <= float(block["prior"]) <= 1
+        assert abs(winrate - (1 + utility) / 2) < 1e-5
+        assert 0 <= float(block["lcb"]) <= winrate + 1e-6
+        assert block["pv"].split()[0] == block["move"]
+    values = None
+    if ownership:
+        values = np.array([float(v) for v in ownership.split(" ")])
+        assert values.shape == (board_size * board_size,) and np.abs(values).max() <= 1
+    return blocks, values
+
+
+def reference_planes(config, moves: list[str]) -> np.ndarray:
+    """Input planes of the position after `moves` (alternating from black), built by a fresh
+    rules engine."""
+    go = GoBatch(1, N, komi=config.komi, history_length=config.history)
+    for move in moves:
+        go.play(np.array([coords.from_gtp(move, N)]))
+    return go.features(config.history)
+
+
+def test_kata_analyze_ownership_and_scores_are_the_nets_in_katagos_order(aux_run):
+    import gtp_engine
+    with contextlib.redirect_stderr(io.StringIO()):
+        engine = gtp_engine.load_engine(gtp_engine.parse_args(["--run", str(aux_run)]))
+    net = engine.evaluator
+    assert net.has_aux_heads
+    # 16 simulations at most: fewer than the 22 legal moves, so minmoves lists unvisited ones.
+    gtp = Transcript((engine.config, net), analysis_simulations=16)
+    moves = ["A5", "D2", "B5"]     # top left corner, lower right: no symmetry maps it to itself
+    for colour, move in zip("bwb", moves):
+        gtp.ok(f"play {colour} {move}")
+    lines = streamed_lines(gtp, "kata-analyze 1 ownership true minmoves 30")
+    blocks, ownership = kata_line(lines[-1], N)
+    assert len(blocks) == 22 and ownership is not None
+    assert [int(b["order"]) for b in blocks] == list(range(len(blocks)))
+
+    # The reference: the Keras model's own heads on planes of the same position (white to
+    # move), from a fresh rules engine. KataGo's order starts at A5 (the top left) and goes
+    # row by row; the planes put row 0 at the top, as their stones show.
+    planes = reference_planes(engine.config, moves)
+    white, black = planes[0, ..., 0], planes[0, ..., 1]       # own (white) and opponent
+    assert black[0, 0] == black[0, 1] == 1 and white[3, 3] == 1 and planes[0, ..., :2].sum() == 3
+    outputs = net.model(planes, training=False)
+    expected = np.tanh(np.asarray(outputs[2])[0])
+    for symmetric in (np.flipud(expected), np.fliplr(expected), expected.T):
+        assert np.abs(symmetric - expected).max() > 1e-3, "the position must tell orders apart"
+    np.testing.assert_allclose(ownership, expected.ravel(), atol=2e-5)
+    letters = "ABCDE"
+    for index, value in enumerate(ownership):
+        vertex = f"{letters[index % N]}{N - index // N}"     # KataGo: A5 B5 ... E5 A4 ... E1
+        row, col = N - int(vertex[1:]), letters.index(vertex[0])
+        assert abs(value - expected[row, col]) < 2e-5
+
+    # Scores: a searched move's is the negated score of the position after it (the opponent's
+    # view there), in points; an unvisited move's the root's.
+    root_lead = float(np.asarray(outputs[3])[0, 0]) * N * N
+    for block in blocks:
+        lead = float(block["lead"])
+        assert block["mean"] == block["lead"]
+        if int(block["visits"]) == 0:
+            assert lead == pytest.approx(root_lead, abs=1e-4)
+            continue
+        after = reference_planes(engine.config, moves + [block["move"]])
+        score = np.asarray(net.model(after, training=False)[3])[0, 0] * N * N
+        assert lead == pytest.approx(-score, abs=1e-4)
+    assert any(int(b["visits"]) == 0 for b in blocks), "minmoves lists unvisited moves"
+
+    # Without `ownership true` there is no ownership; analysis changes nothing in the game.
+    assert all(kata_line(line, N)[1] is None
+               for line in streamed_lines(gtp, "kata-analyze b interval 1 maxmoves 2"))
+    assert gtp.board()[0, :2].tolist() == [1, 1] and "white to move" in gtp.ok("showboard")
+
+
+def test_kata_analyze_of_a_net_without_aux_heads(loaded):
+    gtp = Transcript(loaded)
+    gtp.ok("play b C3")
+    for line in streamed_lines(gtp, "kata-analyze w 1"):
+        blocks, ownership = kata_line(line, N)
+        assert ownership is None and all(b["lead"] is None for b in blocks)
+    assert gtp.error("kata-analyze 1 ownership true") == \
+        "this net has no ownership head (it was trained without --aux_heads true)"
+    assert gtp.error("kata-analyze 1 ownership yes") == "cannot parse analyze tags"
+    assert gtp.error("lz-analyze 1 ownership true") == "cannot parse analyze tags"
+    assert "kata-analyze" in gtp.ok("list_commands").split("\n")
 
 
 # ---------------------------------------------------------------- the process

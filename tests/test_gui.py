@@ -102,6 +102,7 @@ def test_keys_map_to_commands():
     assert command_for_key("c") is Command.SWAP_COLOURS
     assert command_for_key("s") is Command.SAVE_SGF
     assert command_for_key("h") is Command.TOGGLE_OVERLAY
+    assert command_for_key("o") is Command.TOGGLE_TERRITORY
     assert command_for_key("m") is Command.TOGGLE_SEARCH
     assert command_for_key("escape") is Command.QUIT
     assert command_for_key("x") is None and command_for_key("space") is None
@@ -386,6 +387,56 @@ def test_dispatch_applies_key_commands(tmp_path):
     session.close()
 
 
+class StoneCountingHeads:
+    """Ownership heads that say: each stone's point goes to its owner, empty points to nobody,
+    the score is the stone count; from the side to move's view, as a net's heads speak. Read
+    from Black's view that is the board itself, an independent reference for the session."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, planes):
+        self.calls += 1
+        own_minus_other = planes[..., 0] - planes[..., 1]
+        return own_minus_other, own_minus_other.sum(axis=(1, 2))
+
+
+def test_territory_is_the_nets_estimate_from_blacks_view_once_per_position():
+    heads = StoneCountingHeads()
+    config = Config(board_size=N, komi=7.5, history=1, simulations=16)
+    driver = SearchingGames(config, 1, ScriptedNet([A5, B5]), seed=0, num_threads=1)
+    session = GameSession(driver, simulations=0, chunk=4, ownership=heads)
+    assert dispatch(session, command_for_key("o"))
+    assert session.show_territory and "territory estimate: on" in session.message
+    assert heads.calls == 1 and session.territory.black_lead == 0
+    for move in (CENTRE, E1):                        # the net answers A5, then B5
+        session.play(move)
+        session.wait()
+        for _ in range(2):                           # frames: one net call per position
+            session.step()
+        board = session.view.board
+        np.testing.assert_array_equal(session.territory.ownership, board)
+        assert session.territory.black_lead == board.sum() == 0
+    assert heads.calls == 5                          # empty board, then 2 moves each turn
+    session.play(A4)                                 # white to move: the heads' view flips
+    session.step()
+    assert session.view.to_play == WHITE
+    np.testing.assert_array_equal(session.territory.ownership, session.view.board)
+    assert session.territory.black_lead == 1
+    session.undo()
+    session.step()
+    np.testing.assert_array_equal(session.territory.ownership, session.view.board)
+    assert dispatch(session, command_for_key("o")) and not session.show_territory
+    session.close()
+
+
+def test_territory_of_a_net_without_ownership_head_says_so():
+    session = make_session(ScriptedNet())
+    assert not session.toggle_territory()
+    assert not session.show_territory
+    assert session.message.startswith("This net has no ownership head")
+
+
 # The window, headless, against the fixture run's net.
 
 def test_a_run_without_a_checkpoint_gets_a_message_not_a_traceback(tmp_path, capsys):
@@ -502,6 +553,60 @@ def test_headless_window_clicks_keys_and_pixels(app):
     if not session.over:
         assert analysis is not None and analysis.visits is not None
     assert not press(app, pygame.K_ESCAPE)
+
+
+@pytest.fixture(scope="module")
+def aux_run(tmp_path_factory) -> Path:
+    """A tiny 5x5 run whose net has the ownership and score heads."""
+    import contextlib
+    import io
+    import bp_tree
+    run = tmp_path_factory.mktemp("gui") / "aux"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
+                             "--iterations", "1"]) == 0
+    return run
+
+
+def test_the_territory_overlay_draws_the_nets_ownership_head(aux_run):
+    """The estimate comes from the net's process and is the Keras model's own ownership head
+    for the position (planes from a fresh rules engine), turned to Black's view; the window
+    draws a square of the expected owner's colour where the net is most certain."""
+    import play_network_gui
+    from training.nets import read_weights
+    args = play_network_gui.parse_args(["--run", str(aux_run), "--no-search"])
+    session, _ = play_network_gui.load_session(args)
+    window = play_network_gui.App(session)
+    try:
+        assert session.play(CENTRE)
+        session.wait()
+        assert session.toggle_territory()
+        model = read_weights(aux_run).trainer.model
+        go = GoBatch(1, N, history_length=1)
+        for move in session.view.moves:
+            go.play(np.array([move]))
+        outputs = model(go.features(1), training=False)
+        to_play = session.view.to_play
+        assert to_play == BLACK
+        expected = np.tanh(np.asarray(outputs[2])[0]) * to_play
+        np.testing.assert_allclose(session.territory.ownership, expected, atol=1e-4)
+        assert session.territory.black_lead == pytest.approx(
+            float(np.asarray(outputs[3])[0, 0]) * N * N * to_play, abs=1e-3)
+
+        empty = np.argwhere(session.view.board == 0)
+        row, col = max(empty, key=lambda point: abs(expected[tuple(point)]))
+        assert abs(expected[row, col]) > 0.1, "the net should lean somewhere"
+        x, y = window.renderer.geometry.point_to_pixel(row, col)
+        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))   # off the grid lines
+        if expected[row, col] > 0:
+            assert red + green + blue < 300, "a dark square where Black should own the point"
+        else:
+            assert min(red, green, blue) > 150, "a light square where White should own it"
+        assert session.toggle_territory()                            # off: wood again
+        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))
+        assert red > green > blue and red > 150 and blue < 160
+    finally:
+        window.close()
 
 
 def test_a_model_file_plays_and_its_games_are_saved_under_runs_not_beside_it(tmp_path):

@@ -102,3 +102,56 @@ def test_backend_choice_is_checked():
     with pytest.raises(ValueError, match="fold_batch_norm"):
         CompiledNet(model, 4, fold_batch_norm=False, backend="onnxruntime")
     assert CompiledNet(model, 4, fold_batch_norm=False).backend == "tensorflow"
+
+
+def aux_model(seed, board_size, global_pooling=False):
+    """A net with ownership and score heads whose biases and batch norms are not the
+    identity, so a head that skipped a bias or a batch norm would disagree."""
+    keras.utils.set_random_seed(seed)
+    model = build_model(board_size, PLANES, blocks=2, filters=8, value_hidden=16,
+                        aux_heads=True, global_pooling=global_pooling)
+    randomise_batch_norm(model, seed)
+    rng = np.random.default_rng(seed)
+    for name in ("ownership_conv", "score"):
+        bias = model.get_layer(name).bias
+        bias.assign(rng.normal(0, 0.5, bias.shape).astype(np.float32))
+    return model
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "tensorflow"])
+@pytest.mark.parametrize("board_size, global_pooling", [(5, False), (7, True)])
+def test_ownership_and_score_match_the_keras_model(backend, board_size, global_pooling):
+    model = aux_model(board_size, board_size, global_pooling)
+    net = CompiledNet(model, 4, backend=backend)
+    assert net.has_aux_heads
+    probe = planes(9, seed=2, board_size=board_size)      # more rows than the batch size
+    logits, score = (np.asarray(t) for t in model(probe, training=False)[2:])
+    ownership, points = net.ownership(probe)
+    assert ownership.shape == (9, board_size, board_size) and points.shape == (9,)
+    assert ownership.dtype == np.float32 and points.dtype == np.float32
+    np.testing.assert_allclose(ownership, np.tanh(logits), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(points, score[:, 0] * board_size ** 2, rtol=1e-4, atol=1e-4)
+    assert np.abs(ownership).max() <= 1.0
+    # The search's outputs are unchanged beside it.
+    policy, value = net(probe)
+    np.testing.assert_allclose(value, np.asarray(model(probe, training=False)[1])[:, 0],
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
+    model = aux_model(1, BOARD)
+    net = CompiledNet(model, 4, backend="onnxruntime")
+    probe = planes(3, seed=5)
+    before = net.ownership(probe)[0]
+    kernel = model.get_layer("ownership_conv").kernel
+    kernel.assign(kernel.numpy() * -1)
+    weights_changed(model)
+    after = net.ownership(probe)[0]
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, np.tanh(np.asarray(model(probe, training=False)[2])),
+                               rtol=1e-4, atol=1e-5)
+    for backend in ("onnxruntime", "tensorflow"):
+        plain = CompiledNet(model_with_statistics(), 4, backend=backend)
+        assert not plain.has_aux_heads
+        with pytest.raises(ValueError, match="no ownership head"):
+            plain.ownership(planes(1))
