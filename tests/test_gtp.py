@@ -198,13 +198,80 @@ def test_preprocessing_removes_control_characters_and_comments_and_skips_blank_l
     assert preprocess(" \t \r\n") is None
     assert preprocess("\x7f\x00") is None
     command = parse("12 play b C3")
-    assert (command.id, command.name, command.args) == (12, "play", ["b", "C3"])
+    assert (command.id, command.name, command.args) == ("12", "play", ["b", "C3"])
+    assert parse("007 name").id == "7" and parse("000 name").id == "0"
     assert parse("play b C3").id is None
     assert parse("-3 name").name == "-3"           # not an id: a (unknown) command name
     assert parse("7").name == ""
     assert format_response(5, "") == "=5\n\n"
     assert format_response(None, "unknown command", success=False) == "? unknown command\n\n"
     assert format_response(1, "a\n\nb\n \nc") == "=1 a\nb\nc\n\n"  # no empty line inside
+
+
+def serve_through_a_pipe(chunks, handlers=None):
+    """(responses, seconds) of GtpServer.serve reading `chunks` (bytes) from an OS pipe, as
+    gtp_engine.py reads its stdin."""
+    output = io.StringIO()
+    server = GtpServer(handlers or {"name": lambda args: "engine"}, output,
+                       log=lambda message: None)
+    read_end, write_end = os.pipe()
+
+    def write():
+        with os.fdopen(write_end, "wb") as pipe:
+            for chunk in chunks:
+                pipe.write(chunk)
+
+    writer = threading.Thread(target=write, daemon=True)
+    started = time.monotonic()
+    writer.start()
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        server.serve(pipe)
+    elapsed = time.monotonic() - started
+    writer.join(10)
+    return parse_responses(output.getvalue()), elapsed
+
+
+def test_an_overlong_line_is_answered_and_read_in_linear_time():
+    from gtp.protocol import MAX_LINE_BYTES
+    too_long = ("?2", f"line too long (more than {MAX_LINE_BYTES} bytes)")
+    megabyte = b"x" * (1 << 20)
+    # 32 MB in 1 MB writes took 7.9 s when every read re-split the whole pending line.
+    responses, elapsed = serve_through_a_pipe(
+        [b"1 name\n", b"2 play b "] + [megabyte] * 32 + [b"\n3 name\n"])
+    assert responses == [("=1", "engine"), too_long, ("=3", "engine")]
+    assert elapsed < 3.0, f"32 MB line took {elapsed:.1f} s"
+    # The limit itself: a line of exactly MAX_LINE_BYTES runs, one byte more does not; a line
+    # cut off by the end of input is still answered.
+    name = b"2 name "
+    exact = name + b"a" * (MAX_LINE_BYTES - len(name))
+    responses, _ = serve_through_a_pipe([exact + b"\n", exact + b"a\n", b"4 name"])
+    assert responses == [("=2", "engine"), too_long, ("=4", "engine")]
+    # run_lines (text) keeps the same limit; no id at the front, no id in the answer.
+    gtp = GtpServer({"name": lambda args: "engine"}, io.StringIO(), log=lambda message: None)
+    gtp.run_lines(["x" * (MAX_LINE_BYTES + 1), "name"])
+    assert parse_responses(gtp.output.getvalue()) == [("?", too_long[1]), ("=", "engine")]
+
+
+def test_ids_of_any_length_are_echoed_and_never_stop_the_engine():
+    digits = "9" * 10_000              # beyond Python's int-string limit (4300 digits)
+    gtp = GtpServer({"name": lambda args: "engine"}, io.StringIO(), log=lambda message: None)
+    gtp.run_lines([f"{digits} name", "0009 name", f"{'1' * 65_537} name", "name"])
+    from gtp.protocol import MAX_LINE_BYTES
+    assert parse_responses(gtp.output.getvalue()) == [
+        (f"={digits}", "engine"), ("=9", "engine"),
+        ("?", f"line too long (more than {MAX_LINE_BYTES} bytes)"), ("=", "engine")]
+
+
+def test_only_space_and_tab_are_gtp_whitespace():
+    gtp = GtpServer({"name": lambda args: "engine", "echo": lambda args: "|".join(args)},
+                    io.StringIO(), log=lambda message: None)
+    # U+2028 line separator, U+3000 ideographic space, U+2003 em space, U+00A0 no-break space
+    gtp.run_lines(["\u2028", "\u3000\n", "\u2003", "5 \u00a0", " \t \n", "6 echo a\u3000b  c\td",
+                   "7\u3000name", "8 name\u2003"])
+    assert parse_responses(gtp.output.getvalue()) == [
+        ("?", "unknown command"), ("?", "unknown command"), ("?", "unknown command"),
+        ("?5", "unknown command"), ("=6", "a\u3000b|c|d"), ("?", "unknown command"),
+        ("?8", "unknown command")]
 
 
 def test_required_commands_ids_and_canonical_errors(loaded):
