@@ -32,12 +32,12 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from games import sgf_records
 from games.search import SearchingGames
+from gtp.files import FileRefused, read_regular_file, write_regular_file
 from gtp.game import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
 from gtp.version import program_version
@@ -444,12 +444,14 @@ class GoEngine:
             raise GtpError("syntax error")
         move_number = _parse_int(rest, 1)[0] if rest else None
         try:
-            record = sgf_records.read_sgf(Path(path).expanduser().read_bytes())
+            record = sgf_records.read_sgf(read_regular_file(path))
+            if record.komi is not None and not math.isfinite(record.komi):
+                raise ValueError(f"komi {record.komi} is not a finite number")
             if record.board_size != self.board_size:
                 raise ValueError(f"board size {record.board_size}, the net plays "
                                  f"{self.board_size}x{self.board_size}")
             events = self._events_from_sgf(record, move_number)
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, FileRefused) as error:
             self.log(f"loadsgf {path}: {error}")
             self._position_version = -1    # the slot may hold part of the file's game
             raise GtpError("cannot load file") from None
@@ -501,7 +503,9 @@ class GoEngine:
         if path is None:
             return data.decode("utf-8").rstrip("\n")
         try:
-            Path(path).expanduser().write_bytes(data)
+            write_regular_file(path, data)
+        except FileRefused as error:
+            raise GtpError(f"cannot write file: {error}") from None
         except OSError as error:
             raise GtpError(f"cannot write file: {error.strerror}") from None
         return ""

@@ -527,6 +527,90 @@ def test_printsgf_and_loadsgf_round_trip_a_game_with_captures_and_passes(loaded,
     assert fresh.board().sum() == 1, "a failed loadsgf leaves the game as it was"
 
 
+def run_with_deadline(function, seconds: float):
+    """function()'s result, or a test failure if it has not returned within `seconds` (it is
+    left running in a daemon thread)."""
+    results = queue.Queue()
+    threading.Thread(target=lambda: results.put(function()), daemon=True).start()
+    try:
+        return results.get(timeout=seconds)
+    except queue.Empty:
+        pytest.fail(f"still running after {seconds} s")
+
+
+def test_loadsgf_reads_only_regular_files_of_bounded_size(loaded, tmp_path):
+    from gtp.files import MAX_SGF_BYTES
+    gtp = Transcript(loaded)
+    gtp.ok("play b C3")
+    fifo = tmp_path / "fifo.sgf"
+    os.mkfifo(fifo)                      # nobody writes it: reading it would block for ever
+    big = tmp_path / "big.sgf"
+    with open(big, "wb") as handle:      # a valid game padded past the cap with a comment
+        handle.write(b"(;FF[4]GM[1]SZ[5]C[" + b"x" * MAX_SGF_BYTES + b"];B[aa])")
+    link = tmp_path / "link.sgf"
+    (tmp_path / "game.sgf").write_bytes(b"(;FF[4]GM[1]SZ[5];B[aa])")
+    link.symlink_to(tmp_path / "game.sgf")
+    for path in (fifo, big, tmp_path, "/dev/zero", "/proc/self/status"):
+        assert run_with_deadline(lambda: gtp.error(f"loadsgf {path}"), 10) == "cannot load file"
+    assert gtp.board().sum() == 1, "a refused loadsgf leaves the game as it was"
+    assert gtp.ok(f"loadsgf {link}") == "", "a symlink to a regular file is read"
+    assert gtp.board()[0, 0] == 1 and gtp.board().sum() == 1
+
+
+def test_printsgf_writes_regular_files_atomically_and_nothing_else(loaded, tmp_path):
+    gtp = Transcript(loaded)
+    gtp.ok("play b C3")
+    existing = tmp_path / "old.sgf"
+    existing.write_bytes(b"an old file")
+    inode = existing.stat().st_ino
+    assert gtp.ok(f"printsgf {existing}") == ""
+    assert sgf_records.read_sgf(existing.read_bytes()).moves == [(1, coords.from_gtp("C3", N))]
+    assert existing.stat().st_ino != inode, "replaced by a rename, not rewritten in place"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.sgf"], "no temporary file left"
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                      # opening it to write would block for ever
+    target = tmp_path / "target.txt"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "link.sgf"
+    link.symlink_to(target)
+    for path in (fifo, link, tmp_path, "/dev/null"):
+        assert run_with_deadline(lambda: gtp.error(f"printsgf {path}"), 10) == \
+            "cannot write file: not a regular file"
+    assert gtp.error(f'printsgf "{tmp_path / "no such directory" / "game.sgf"}"') == \
+        "cannot write file: no such directory"
+    assert target.read_bytes() == b"keep me" and link.is_symlink()
+
+
+def random_long_game(moves: int, seed: int = 0) -> list[int]:
+    """`moves` legal moves on the 5x5 board, alternating from black: random legal moves,
+    the game going on as a new segment on the same stones whenever the rules end it (as the
+    GTP engine continues a game, gtp/game.py)."""
+    go = GoBatch(1, N, max_moves=4 * N * N, seed=seed)
+    played = []
+    while len(played) < moves:
+        if go.is_over()[0]:
+            go.set_board(go.board(), go.to_play())
+        move = go.random_moves()
+        go.play(move)
+        played.append(int(move[0]))
+    return played
+
+
+def test_printsgf_of_a_20000_move_game_takes_linear_time(loaded, tmp_path):
+    moves = random_long_game(20_000)
+    path = tmp_path / "long.sgf"
+    path.write_bytes(sgf_records.game_to_sgf(N, 7.5, moves, ""))
+    gtp = Transcript(loaded)
+    assert gtp.ok(f"loadsgf {path}") == ""
+    started = time.monotonic()
+    text = gtp.ok("printsgf")
+    elapsed = time.monotonic() - started
+    assert [move for _, move in sgf_records.read_sgf(text.encode()).moves] == moves
+    # It took about 30 s when every node was appended by walking the whole main line.
+    assert elapsed < 5, f"printsgf of 20,000 moves took {elapsed:.1f} s"
+
+
 # ---------------------------------------------------------------- analysis
 
 def analysis_blocks(line: str) -> list[dict]:
