@@ -30,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from games import sgf_records  # noqa: E402
 from gtp.protocol import GtpServer, format_response, parse, preprocess  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
+from reference_rules import ReferenceGo, gtp_to_move  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The program's version, read here independently of gtp/version.py.
@@ -677,6 +678,7 @@ def test_gogui_analyze_commands_all_run(loaded):
     assert {"dboard"} <= kinds and len(commands) >= 2
     labels = " ".join(line.split("/")[1].lower() for line in commands)
     assert "policy" in labels and "visit" in labels
+    boards = {}
     for line in commands:
         kind, _, command = line.split("/")
         body = gtp.ok(command)
@@ -685,10 +687,28 @@ def test_gogui_analyze_commands_all_run(loaded):
                                for row in body.strip().split("\n")])
             assert values.shape == (N, N) and values.min() >= 0 and values.max() == 1.0
             assert values[2, 2] == 0, "C3 is occupied: no policy or visits there"
+            boards[command] = values
         elif kind == "var":
-            assert all(v == "pass" or coords.from_gtp(v, N) >= 0 for v in body.split())
+            # A principal variation: moves legal one after the other from the position (by
+            # the independent reference rules), white first, starting with the most visited
+            # move of the search the visit heatmap showed (the same tree: both searched it
+            # to the same simulation count).
+            variation = body.split()
+            assert variation, "the search made visits: the variation has a move"
+            game = ReferenceGo(N)
+            game.play(gtp_to_move("C3", N))
+            for vertex_text in variation:
+                move = gtp_to_move(vertex_text, N)
+                assert game.legal_moves()[move], f"{vertex_text} in {body!r} is illegal"
+                game.play(move)
+            first = gtp_to_move(variation[0], N)
+            assert first < PASS and boards["bgz-visit_heatmap"].flat[first] == 1.0
+        elif command == "bgz-value":
+            assert re.fullmatch(r"white to move: win rate \d+\.\d% after \d+ visits, "
+                                r"net alone \d+\.\d%", body), body
         else:
-            assert body
+            assert command == "bgz-net" and body == gtp.ok("bgz-net") == "a net"
+    assert set(boards) == {"bgz-policy_heatmap", "bgz-visit_heatmap"}
     assert gtp.board().sum() == 1
 
 

@@ -609,22 +609,39 @@ def test_openmp_over_games_gives_the_serial_result():
 
 
 def test_concurrent_calls_from_threads_do_not_corrupt_the_tree():
-    search, driver = fresh_search(batch=64, simulations=200)
-    errors = []
+    # A reader thread calls into the tree for as long as the search runs. Calls that meet a
+    # method running without the GIL in the other thread are refused; the test insists that
+    # some were (so the two threads did overlap inside the C code) and that the search still
+    # ends with exactly its visits and the reference search's trees.
+    search, driver = fresh_search(batch=32, simulations=100)
+    reference = ReferenceMCTS(32, 15, 100)
+    reference_driver = Driver(reference, PathEvaluator(15, seed=5))
+    reference_driver.expand_roots()
+    reference.run(reference_driver.evaluate)
+    refused, answered, running = [], [0], threading.Event()
 
     def read_statistics():
-        for _ in range(300):
+        running.wait()
+        while running.is_set():
             try:
                 search.root_statistics()
+                answered[0] += 1
             except RuntimeError as error:   # refused while the other thread runs a method
-                errors.append(error)
+                refused.append(error)
 
     reader = threading.Thread(target=read_statistics)
     reader.start()
-    search.run(driver.evaluate)
-    reader.join()
-    np.testing.assert_array_equal(search.root_visits().sum(axis=1), 200)
-    assert all("another thread" in str(error) for error in errors)
+    running.set()
+    try:
+        search.run(driver.evaluate)
+    finally:
+        running.clear()
+        reader.join()
+    assert refused, "no call overlapped a running method: nothing was tested"
+    assert all("another thread" in str(error) for error in refused)
+    assert answered[0] > 0, "calls between the methods are answered"
+    np.testing.assert_array_equal(search.root_visits().sum(axis=1), 100)
+    assert_same_search(search, reference)
 
 
 # ----------------------------------------------------------------------- bad arguments raise
