@@ -122,7 +122,7 @@ def test_evaluate_refuses_a_gnugo_that_is_not_a_gtp_engine(tmp_path):
     players = ("--black", "random", "--white", "gnugo:0", "--board-size", "5", "--games", "2")
     # cat exits at once on GNU Go's flags; an echo of the commands is not GTP either.
     echo = fake_gnugo(tmp_path / "echo", "exec cat\n")
-    for binary, why in (("/bin/cat", "died"), (echo, "not a GTP response")):
+    for binary, why in (("/bin/cat", "(exit code 1)"), (echo, "not a GTP response")):
         result = front_end("evaluate.py", *players, "--gnugo", binary, timeout=60)
         assert_refused(result, "evaluate: GNU Go cannot play", why)
         assert result.returncode == 1
