@@ -48,6 +48,10 @@ from training.config import Config
 COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
 COLOUR_NAMES = {1: "black", -1: "white"}
 VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}", re.IGNORECASE)
+# Numbers as GTP writes them: ASCII digits only (str.isdigit also takes "²" and "٣", which int()
+# refuses), and few enough that int() never meets Python's limit on digits.
+NATURAL = re.compile(r"[0-9]{1,18}")
+INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 SEARCH_CHUNK = 8            # simulations between clock or input checks
 DEFAULT_ANALYSIS_INTERVAL = 100   # centiseconds, when lz-analyze is given none
 
@@ -573,7 +577,7 @@ class GoEngine:
         request = _AnalyzeRequest(colour=self.record.next_colour())
         if words and words[0].lower() in COLOURS:
             request.colour = COLOURS[words.pop(0).lower()]
-        if words and words[0].isdigit():
+        if words and NATURAL.fullmatch(words[0]):
             request.interval = int(words.pop(0))
         while words:
             key = words.pop(0)
@@ -581,7 +585,7 @@ class GoEngine:
                 request.ownership = words.pop(0) == "true"
                 continue
             if key not in ("interval", "minmoves", "maxmoves") or not words \
-                    or not words[0].isdigit():
+                    or not NATURAL.fullmatch(words[0]):
                 raise GtpError("cannot parse analyze tags")
             value = int(words.pop(0))
             if key == "interval":
@@ -784,7 +788,7 @@ def _parse_colour(text: str) -> int:
 
 
 def _parse_int(args, count: int) -> list[int]:
-    if len(args) != count or not all(re.fullmatch(r"[+-]?[0-9]+", a) for a in args):
+    if len(args) != count or not all(INTEGER.fullmatch(a) for a in args):
         raise GtpError("syntax error")
     return [int(a) for a in args]
 
