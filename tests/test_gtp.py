@@ -1034,3 +1034,29 @@ def test_a_model_file_plays_through_model_and_a_run_through_model_is_refused(tin
                               str(tiny_run)], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "a model file ends in .npz" in refused.stderr
+
+
+def test_a_net_failing_mid_search_costs_one_answer_only():
+    import dataclasses
+
+    from training.config import PRESETS
+    calls = {"count": 0}
+
+    def flaky_net(planes):
+        """Fails on its third call: the root is evaluated, the search has begun."""
+        calls["count"] += 1
+        if calls["count"] == 3:
+            raise MemoryError("the net ran out of memory")
+        return uniform_net(planes)
+
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9)
+    gtp = Transcript((nine, flaky_net), simulations=16, analysis_simulations=64)
+    head, message = gtp.responses("1 genmove b")[0]
+    assert (head, message) == ("?1", "internal error: the net ran out of memory")
+    # The search's pending leaves were undone: the next searches run on the same tree.
+    for number, colour in ((2, "b"), (3, "w")):
+        [(head, move)] = gtp.responses(f"{number} genmove {colour}")
+        assert head == f"={number}" and move != "pass"
+        gtp_to_move(move, 9)
+    assert gtp.ok("bgz-value").startswith("black to move")
+    assert calls["count"] > 3
