@@ -1,7 +1,8 @@
 """Hostile input to the real GTP engine process (gtp_engine.py --player mcts:8, no net needed),
 on 9x9 and on 19x19: random bytes, control and Unicode characters, huge lines and ids, CR/LF
 mixes, comments, bad arguments, unknown commands, board-size changes, undo storms, malformed
-SGF files and unreadable paths, bursts of commands in one write.
+SGF files and unreadable paths, bursts of commands in one write, analysis streams (lz-analyze,
+kata-analyze) cut short, random sessions of game commands.
 
 After every case a synchronising command with an id of its own is sent; everything the engine
 wrote before its answer must be well-formed GTP responses (`=` or `?`, an optional id, text
@@ -187,7 +188,10 @@ def structured_cases(n: int, rng: random.Random, files: list[Path], directory: P
                  "known_command a b", "list_commands please", "undo now", "showboard x",
                  "lz-analyze", "lz-analyze b 1", "lz-analyze x", "lz-analyze b ²",
                  "lz-analyze b 1 minmoves 99999999999999999999", "lz-analyze w interval",
-                 "lz-analyze 0", "lz-analyze b 1 maxmoves 0", "bgz-policy_heatmap b w",
+                 "lz-analyze 0", "lz-analyze b 1 maxmoves 0", "kata-analyze", "kata-analyze b 1",
+                 "kata-analyze w 1 ownership true", "kata-analyze b 1 ownership maybe",
+                 "kata-analyze b ² ownership false", "kata-analyze 1 minmoves 3 ownership",
+                 "bgz-policy_heatmap b w",
                  "bgz-visit_heatmap x", "bgz-principal_variation w", "bgz-value b",
                  "gogui-analyze_commands", "loadsgf", "printsgf a b", 'loadsgf "unclosed',
                  'printsgf "unclosed', "clear_board"]:
@@ -230,6 +234,7 @@ def structured_cases(n: int, rng: random.Random, files: list[Path], directory: P
     add("a burst of 200 commands", burst)
     add("a burst with genmoves", "".join(f"{i} genmove {'bw'[i % 2]}\n" for i in range(12)))
     add("analysis cut short by a burst", "lz-analyze b 1\n" + "name\n" * 20)
+    add("KataGo analysis cut short by a burst", "kata-analyze w 1\n" + "version\n" * 20)
     add("a game played out", "clear_board\n" + "".join(
         f"genmove {'bw'[i % 2]}\n" for i in range(10)) + "final_score\nfinal_status_list alive\n"
         "printsgf\nclear_board\n")
@@ -239,7 +244,8 @@ def structured_cases(n: int, rng: random.Random, files: list[Path], directory: P
 def random_cases(count: int, rng: random.Random, n: int):
     """(name, bytes) cases of random bytes, characters and commands."""
     names = ["play", "genmove", "undo", "komi", "boardsize", "showboard", "name", "final_score",
-             "time_left", "lz-analyze", "set_free_handicap", "known_command", "bgz-value",
+             "time_left", "lz-analyze", "kata-analyze", "set_free_handicap", "known_command",
+             "bgz-value",
              "fixed_handicap", "reg_genmove", "printsgf", "clear_board"]
     alphabet = ("abcdefghijklmnopqrstuvwxyzABCDEFGHJKLMNOPQRST0123456789 \t#-+.\"'\\"
                 "\r\x00\x01\x1b\x7f\u00e9\u2028\u3000\u2003\u00a0\ufeff\u200b\U0001f600")
@@ -255,6 +261,8 @@ def random_cases(count: int, rng: random.Random, n: int):
         lambda: f"time_left {rng.choice('bw')} {rng.uniform(0, 2):.2f} {rng.randrange(0, 3)}",
         lambda: f"komi {rng.choice([0, 0.5, 6.5, 7.5, -3, 100])}",
         lambda: f"lz-analyze {rng.choice('bw')} {rng.randrange(0, 3)}",
+        lambda: f"kata-analyze {rng.choice('bw')} {rng.randrange(0, 3)} "
+                f"ownership {rng.choice(['true', 'false'])}",
         lambda: "bgz-value", lambda: "bgz-principal_variation", lambda: "reg_genmove b",
     ]
     cases = []
