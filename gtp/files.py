@@ -18,9 +18,10 @@ from pathlib import Path
 from training.run_directory import atomic_write_bytes
 
 # The largest SGF file loadsgf reads. A 20,000-move game that printsgf wrote, the engine's
-# comment on each of its own moves, is about 0.5 MB; sgfmill takes about 6 s to read 1.5 MB of
-# bare moves (250,000 of them), so the cap bounds what one loadsgf costs to seconds.
-MAX_SGF_BYTES = 2 << 20
+# comment on each of its own moves, is about 0.5 MB. The cost is in the moves: a legal game of
+# 1 MB of bare moves (170,000 of them) took loadsgf 16.5 s on the 2-core development machine
+# (parsing, then checking and replaying every move), which is what the cap bounds.
+MAX_SGF_BYTES = 1 << 20
 
 
 class FileRefused(Exception):
