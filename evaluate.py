@@ -22,16 +22,24 @@ that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
 Without --run, --board-size and --komi set the game (random, mcts and GNU Go players only).
+
+Everything that can be checked before the first game is: flags and their ranges, the GNU Go
+levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
+(a wrong --gnugo would otherwise lose every game as "not counted"). Each refusal is one line
+on stderr and a non-zero exit: 2 for a bad flag, 1 for what the run, a model or GNU Go lacks.
+A match in which no game could be counted exits 1 after its report.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import stat
 import sys
 from pathlib import Path
 
-from games.gnugo import GnuGoNotFound
+from games.gnugo import LEVELS, GnuGoError, probe_gnugo
 from games.matches import play_pair, round_robin
 from games.ratings import fit_bradley_terry, rating_table
 from training.config import Config
@@ -101,7 +109,59 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error("--sims must be >= 0")
     if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
         parser.error("--rollout-lambda must be in 0..1")
+    if args.board_size is not None and not 2 <= args.board_size <= 19:
+        parser.error(f"--board-size must be in 2..19, got {args.board_size}")
+    if args.komi is not None and not math.isfinite(args.komi):
+        parser.error(f"--komi must be a finite number, got {args.komi}")
+    args.gnugo_levels = [parse_level(level, parser.error)
+                         for level in filter(None, args.gnugo_levels.split(","))]
+    if args.output is not None:
+        why = unwritable_file(args.output)
+        if why:
+            parser.error(f"--output {args.output}: {why}")
+    if args.sgf is not None:
+        why = unusable_directory(args.sgf)
+        if why:
+            parser.error(f"--sgf {args.sgf}: {why}")
     return args
+
+
+def parse_level(text: str, error) -> int:
+    """A GNU Go level 0..10 from the command line; `error(message)` otherwise."""
+    if not text.isdigit() or int(text) not in LEVELS:
+        error(f"GNU Go level {text!r}: expected an integer in {LEVELS.start}..{LEVELS.stop - 1}")
+    return int(text)
+
+
+def unwritable_file(path: str) -> str | None:
+    """Why the JSON line could not be appended to `path`, or None: it must be a regular file
+    or not exist yet, in an existing directory, and writable."""
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        if not target.is_file():
+            return "not a regular file"
+        if not os.access(target, os.W_OK):
+            return "not writable"
+        return None
+    if not target.parent.is_dir():
+        return "its directory does not exist"
+    if not os.access(target.parent, os.W_OK):
+        return "its directory is not writable"
+    return None
+
+
+def unusable_directory(path: str) -> str | None:
+    """Why game records could not be written into directory `path` (made if missing), or
+    None."""
+    target = Path(path)
+    if target.exists():
+        if not stat.S_ISDIR(os.stat(target).st_mode):
+            return "not a directory"
+        return None if os.access(target, os.W_OK) else "not writable"
+    parent = next((p for p in target.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir():
+        return "cannot be made: a parent is not a directory"
+    return None if os.access(parent, os.W_OK) else f"cannot be made in {parent}: not writable"
 
 
 class Checkpoints:
@@ -161,9 +221,10 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None,
             raise SystemExit(f"evaluate: {spec}: expected mcts:SIMULATIONS (at least 1)")
         return f"mcts:{int(value)}", f"mcts:{int(value)}"
     if kind == "gnugo":
-        if not value.isdigit():
-            raise SystemExit(f"evaluate: {spec}: expected gnugo:LEVEL (0..10)")
-        return f"gnugo:{int(value)}", f"gnugo:{int(value)}"
+        def refuse(message):
+            raise SystemExit(f"evaluate: {spec}: {message}")
+        level = parse_level(value, refuse)
+        return f"gnugo:{level}", f"gnugo:{level}"
     if kind == "ckpt":
         if checkpoints is None:
             raise SystemExit(f"evaluate: {spec} needs --run")
@@ -191,6 +252,29 @@ def write_sgf(directory: str, report) -> None:
         atomic_write_bytes(Path(directory) / f"game_{record.index:04d}.sgf", record.sgf)
 
 
+def check_gnugo(args: argparse.Namespace, specs) -> None:
+    """Before playing: the GNU Go binary must answer GTP as GNU Go when a player is GNU Go
+    (the referee of such games is GNU Go too)."""
+    if not any(spec.startswith("gnugo:") for spec in specs):
+        return
+    try:
+        log(f"evaluate: playing {probe_gnugo(args.gnugo)}")
+    except GnuGoError as error:     # GnuGoNotFound included
+        raise SystemExit(f"evaluate: GNU Go cannot play: {error}") from None
+
+
+def write_output(path: str, line: str) -> None:
+    """Append `line` to `path` atomically: the file is rewritten whole under a temporary name."""
+    target = Path(path)
+    try:
+        old = target.read_bytes() if target.exists() else b""
+        if old and not old.endswith(b"\n"):
+            old += b"\n"
+        atomic_write_bytes(target, old + line.encode() + b"\n")
+    except OSError as error:
+        raise SystemExit(f"evaluate: --output {path}: {error.strerror or error}") from None
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     config, run_path = load_config(args)
@@ -200,30 +284,33 @@ def main(argv=None) -> int:
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
     checkpoints = Checkpoints(run_path, parallel) if run_path else None
+    if args.rating:
+        check_gnugo(args, [f"gnugo:{level}" for level in args.gnugo_levels])
+        return rating(args, config, checkpoints, games, simulations, parallel)
+    entry_a, name_a = entry_for(args.player_a, config, checkpoints, parallel)
+    entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
+    check_gnugo(args, [name_a, name_b])
+    if name_a == name_b:
+        name_a, name_b = f"A {name_a}", f"B {name_b}"
+    nets = "ckpt" in (name_a + name_b) or "model" in (name_a + name_b)
+    searching = (f"{simulations} simulations per net move"
+                 + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
+                 + ", " if nets else "")
+    print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
+          f"{'positional superko' if config.superko else 'simple ko'}, "
+          f"{searching}{games} games ({parallel} at once)", flush=True)
     try:
-        if args.rating:
-            return rating(args, config, checkpoints, games, simulations, parallel)
-        entry_a, name_a = entry_for(args.player_a, config, checkpoints, parallel)
-        entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
-        if name_a == name_b:
-            name_a, name_b = f"A {name_a}", f"B {name_b}"
-        nets = "ckpt" in (name_a + name_b) or "model" in (name_a + name_b)
-        searching = (f"{simulations} simulations per net move"
-                     + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
-                     + ", " if nets else "")
-        print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
-              f"{'positional superko' if config.superko else 'simple ko'}, "
-              f"{searching}{games} games ({parallel} at once)", flush=True)
         report = play_pair(config, entry_a, entry_b, games, simulations, seed=args.seed,
                            parallel=parallel, names=(name_a, name_b),
                            opening_moves=args.opening_moves,
                            random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
-    except GnuGoNotFound as error:
-        log(f"evaluate: {error}")
-        return 2
+    except GnuGoError as error:
+        raise SystemExit(f"evaluate: GNU Go cannot play: {error}") from None
     print(report.summary())
     if args.sgf:
         write_sgf(args.sgf, report)
+    if report.games == 0:
+        raise SystemExit("evaluate: no game could be counted (see the messages above)")
     return 0
 
 
@@ -243,26 +330,31 @@ def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
     iterations = [i for i in iterations if f"ckpt:{i}" in entries]
     if not iterations:
         raise SystemExit("evaluate: no checkpoint could be loaded")
-    for level in filter(None, args.gnugo_levels.split(",")):
-        entries[f"gnugo:{int(level)}"] = f"gnugo:{int(level)}"
+    for level in args.gnugo_levels:
+        entries[f"gnugo:{level}"] = f"gnugo:{level}"
     print(f"round robin of {', '.join(entries)}: {games} games per pair, {simulations} "
           f"simulations per net move", flush=True)
-    reports = round_robin(config, entries, games, simulations, seed=args.seed, parallel=parallel,
-                          opening_moves=args.opening_moves,
-                          random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
+    try:
+        reports = round_robin(config, entries, games, simulations, seed=args.seed,
+                              parallel=parallel, opening_moves=args.opening_moves,
+                              random_openings=args.random_openings, gnugo_path=args.gnugo,
+                              log=log)
+    except GnuGoError as error:
+        raise SystemExit(f"evaluate: GNU Go cannot play: {error}") from None
     for report in reports:
         low, high = report.interval()
         print(f"  {report.player_a} vs {report.player_b}: {report.wins}-{report.losses}"
               f"{f'-{report.draws}' if report.draws else ''} "
               f"({report.win_rate:.0%}, 95% {low:.0%}-{high:.0%})", flush=True)
+    if not any(report.games for report in reports):
+        raise SystemExit("evaluate: no game could be counted (see the messages above)")
     ratings = fit_bradley_terry(reports, anchor="random")
     print(rating_table(ratings))
     newest = iterations[-1]
     line = json.dumps({"iteration": newest, "elo": round(ratings[f"ckpt:{newest}"].elo, 1)})
     print(line)
     if args.output:
-        with open(args.output, "a") as handle:
-            handle.write(line + "\n")
+        write_output(args.output, line)
     return 0
 
 

@@ -22,9 +22,10 @@ Facts measured about GNU Go 3.8 that the matches (matches.py) rest on:
   one game from the empty board: vary the opening (or `--seed`) for independent games.
 
 Failures are exceptions a caller can catch without losing anything else: `GnuGoNotFound` when
-there is no binary to run, `GnuGoError` (its base class) when a process dies, times out or
-rejects a command (the process is then killed). Reads have a deadline, so a hung process
-cannot hang a match.
+there is no binary to run, `GnuGoError` (its base class) when a process dies, times out,
+rejects a command or answers something that is not a GTP response (the process is then
+killed). Reads have a deadline, so a hung process cannot hang a match. `probe_gnugo` asks a
+binary who it is before a match relies on it.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from pathlib import Path
 from kernels import coords
 
 DEFAULT_PATH = "/usr/games/gnugo"
+LEVELS = range(0, 11)  # GNU Go's --level: 10 is its default and strongest (and slowest)
 RESIGN = -1            # what genmove returns when GNU Go resigns (flat moves are >= 0)
 COLOUR_NAMES = {1: "black", -1: "white"}
 
@@ -79,6 +81,9 @@ class GnuGo:
                  superko: bool = False, path: str | os.PathLike | None = None,
                  timeout: float = 120.0):
         self.board_size = coords.check_board_size(board_size)
+        if level not in LEVELS:
+            raise ValueError(f"GNU Go level must be in {LEVELS.start}..{LEVELS.stop - 1}, "
+                             f"got {level!r}")
         self.level = int(level)
         self.timeout = float(timeout)
         binary = find_gnugo(path)
@@ -127,6 +132,10 @@ class GnuGo:
             if not chunk:
                 self._fail(f"{text!r}: GNU Go (pid {self.pid}) died{self._exit_note()}")
             self._buffer += chunk.replace(b"\r", b"")
+            head = self._buffer.lstrip()
+            if head and head[:1] not in (b"=", b"?"):   # an echo, a shell, a usage message
+                self._fail(f"{text!r}: the process (pid {self.pid}) answered "
+                           f"{head[:60].decode(errors='replace')!r}, not a GTP response")
         response, self._buffer = self._buffer.split(b"\n\n", 1)
         return response.decode(errors="replace").strip()
 
@@ -221,3 +230,15 @@ def judge_dead_stones(board_size: int, komi: float, moves, *, superko: bool = Fa
     with GnuGo(board_size, komi, level=10, superko=superko, path=path, timeout=timeout) as judge:
         judge.replay(moves)
         return judge.dead_stones()
+
+
+def probe_gnugo(path: str | os.PathLike | None = None, timeout: float = 10.0) -> str:
+    """GNU Go's `name` and `version` (e.g. "GNU Go 3.8"), asked of a process started as every
+    game's is: GnuGoNotFound without a binary, GnuGoError when it does not start, does not
+    speak GTP or is not GNU Go (matches rely on its cleanup and dead-stone commands)."""
+    binary = find_gnugo(path)
+    with GnuGo(5, 7.5, level=0, path=binary, timeout=timeout) as process:
+        name, version = process.command("name"), process.command("version")
+    if "gnu go" not in name.lower():
+        raise GnuGoError(f"{binary} is not GNU Go: its GTP name is {name!r}")
+    return f"{name} {version}"

@@ -32,12 +32,12 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from games import sgf_records
 from games.search import SearchingGames
+from gtp.files import FileRefused, read_regular_file, write_regular_file
 from gtp.game import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
 from gtp.version import program_version
@@ -48,6 +48,10 @@ from training.config import Config
 COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
 COLOUR_NAMES = {1: "black", -1: "white"}
 VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}", re.IGNORECASE)
+# Numbers as GTP writes them: ASCII digits only (str.isdigit also takes "²" and "٣", which int()
+# refuses), and few enough that int() never meets Python's limit on digits.
+NATURAL = re.compile(r"[0-9]{1,18}")
+INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 SEARCH_CHUNK = 8            # simulations between clock or input checks
 DEFAULT_ANALYSIS_INTERVAL = 100   # centiseconds, when lz-analyze is given none
 
@@ -444,12 +448,14 @@ class GoEngine:
             raise GtpError("syntax error")
         move_number = _parse_int(rest, 1)[0] if rest else None
         try:
-            record = sgf_records.read_sgf(Path(path).expanduser().read_bytes())
+            record = sgf_records.read_sgf(read_regular_file(path))
+            if record.komi is not None and not math.isfinite(record.komi):
+                raise ValueError(f"komi {record.komi} is not a finite number")
             if record.board_size != self.board_size:
                 raise ValueError(f"board size {record.board_size}, the net plays "
                                  f"{self.board_size}x{self.board_size}")
             events = self._events_from_sgf(record, move_number)
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, FileRefused) as error:
             self.log(f"loadsgf {path}: {error}")
             self._position_version = -1    # the slot may hold part of the file's game
             raise GtpError("cannot load file") from None
@@ -501,7 +507,9 @@ class GoEngine:
         if path is None:
             return data.decode("utf-8").rstrip("\n")
         try:
-            Path(path).expanduser().write_bytes(data)
+            write_regular_file(path, data)
+        except FileRefused as error:
+            raise GtpError(f"cannot write file: {error}") from None
         except OSError as error:
             raise GtpError(f"cannot write file: {error.strerror}") from None
         return ""
@@ -569,7 +577,7 @@ class GoEngine:
         request = _AnalyzeRequest(colour=self.record.next_colour())
         if words and words[0].lower() in COLOURS:
             request.colour = COLOURS[words.pop(0).lower()]
-        if words and words[0].isdigit():
+        if words and NATURAL.fullmatch(words[0]):
             request.interval = int(words.pop(0))
         while words:
             key = words.pop(0)
@@ -577,7 +585,7 @@ class GoEngine:
                 request.ownership = words.pop(0) == "true"
                 continue
             if key not in ("interval", "minmoves", "maxmoves") or not words \
-                    or not words[0].isdigit():
+                    or not NATURAL.fullmatch(words[0]):
                 raise GtpError("cannot parse analyze tags")
             value = int(words.pop(0))
             if key == "interval":
@@ -780,7 +788,7 @@ def _parse_colour(text: str) -> int:
 
 
 def _parse_int(args, count: int) -> list[int]:
-    if len(args) != count or not all(re.fullmatch(r"[+-]?[0-9]+", a) for a in args):
+    if len(args) != count or not all(INTEGER.fullmatch(a) for a in args):
         raise GtpError("syntax error")
     return [int(a) for a in args]
 

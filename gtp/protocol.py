@@ -1,14 +1,21 @@
 """GTP version 2 framing: input preprocessing, command parsing, responses, and the serving
 loop with streaming (analysis) responses. Knows nothing of Go.
 
-Spec: https://www.lysator.liu.se/~gunnar/gtp/gtp2-spec-draft2/gtp2-spec.html
+By the GTP version 2 specification (draft 2):
 - Input (3.1): control characters other than HT and LF are removed, everything from `#` on is
   a comment, HT becomes a space, lines then empty or blank are skipped without a response.
+  GTP's whitespace is space and tab only: a line of other (Unicode) spaces is a command, and
+  gets an answer like any other.
 - A command is `[id] name [arguments]`; id is an unsigned integer and is echoed in the
   response: `=id result` or `?id message`, each ended by an empty line. A response never
-  contains an empty line itself, so multi-line results have theirs removed.
+  contains an empty line itself, so multi-line results have theirs removed. The id is kept
+  as its digits (leading zeros dropped), never converted to an int: Python refuses to convert
+  more than a few thousand digits, and an id of any length is still echoed.
 - Unknown names answer `? unknown command`; a line holding only an id answers
   `?id syntax error`.
+- A line longer than MAX_LINE_BYTES answers `?id line too long` (the id when the line starts
+  with one) and the engine reads on; it is read in time linear in its length and only its
+  first MAX_LINE_BYTES are kept.
 - Streaming responses (lz-analyze): `=id` and a newline at once, then lines as the handler
   writes them until the next input line arrives (that line is then executed as usual), then
   the closing empty line. Everything written is flushed at once.
@@ -26,6 +33,9 @@ from typing import Callable, Iterable, TextIO
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # all control characters but HT (LF ends lines)
 _ID = re.compile(r"[0-9]+")
+# The longest input line executed. The longest sensible command is set_free_handicap with 360
+# vertices (about 1.5 kB) or a file name: 64 kB leaves room and bounds what one line costs.
+MAX_LINE_BYTES = 1 << 16
 
 PROTOCOL_VERSION = 2
 
@@ -36,9 +46,14 @@ class GtpError(Exception):
 
 @dataclass(frozen=True)
 class Command:
-    id: int | None
+    id: str | None     # the id's digits, leading zeros dropped; None when there is none
     name: str
     args: list[str]
+
+
+class TooLong(str):
+    """The first MAX_LINE_BYTES of an input line that was longer (decoded): `execute` answers
+    it with an error instead of running it."""
 
 
 class Stream:
@@ -53,22 +68,33 @@ Handler = Callable[[list[str]], "str | Stream"]
 
 
 def preprocess(line: str) -> str | None:
-    """The command text of one input line, or None when the line is to be skipped."""
+    """The command text of one input line, or None when the line is to be skipped (nothing
+    but spaces and tabs is left)."""
     text = _CONTROL.sub("", line).split("#", 1)[0].replace("\t", " ")
-    return text if text.strip() else None
+    return text if text.strip(" ") else None
 
 
 def parse(text: str) -> Command:
-    """A preprocessed, non-blank line as a Command; name "" when only an id was given."""
-    words = text.split()
+    """A preprocessed, non-blank line as a Command; name "" when only an id was given. Words
+    are separated by spaces only (tabs became spaces in `preprocess`)."""
+    words = [word for word in text.split(" ") if word]
     command_id = None
     if _ID.fullmatch(words[0]):
-        command_id = int(words[0])
+        command_id = words[0].lstrip("0") or "0"
         words = words[1:]
     return Command(command_id, words[0] if words else "", words[1:])
 
 
-def format_response(command_id: int | None, text: str, success: bool = True) -> str:
+def leading_id(line: str) -> str | None:
+    """The id a (possibly cut) line starts with, if a complete one is there."""
+    text = preprocess(line)
+    if text is None:
+        return None
+    words = text.lstrip(" ").split(" ", 1)
+    return parse(words[0]).id if len(words) == 2 and _ID.fullmatch(words[0]) else None
+
+
+def format_response(command_id: int | str | None, text: str, success: bool = True) -> str:
     head = ("=" if success else "?") + ("" if command_id is None else str(command_id))
     # An empty line would end the response early: drop those inside a multi-line result.
     lines = text.split("\n")
@@ -111,6 +137,11 @@ class GtpServer:
     def execute(self, line: str, interrupted: Callable[[], bool] | None = None) -> bool:
         """Run one input line; False after `quit`. `interrupted` ends a streaming response
         (default: the next line of `serve`'s input has arrived)."""
+        if isinstance(line, TooLong) or len(line) - line.endswith("\n") > MAX_LINE_BYTES:
+            self._write(format_response(leading_id(line[:MAX_LINE_BYTES]),
+                                        f"line too long (more than {MAX_LINE_BYTES} bytes)",
+                                        success=False))
+            return True
         text = preprocess(line)
         if text is None:
             return True
@@ -150,9 +181,9 @@ class GtpServer:
         reader thread queues lines, so a running stream sees the next command arrive."""
         def read():
             try:
-                for raw in _input_lines(input_stream):
-                    self._lines.put(raw.decode("utf-8", "replace") if isinstance(raw, bytes)
-                                    else raw)
+                for raw, complete in input_lines(input_stream):
+                    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+                    self._lines.put(text if complete else TooLong(text))
             finally:
                 self._lines.put(None)   # the end of input, also if reading failed
 
@@ -175,23 +206,50 @@ class GtpServer:
                 return
 
 
-def _input_lines(stream):
-    """Lines of `stream`. A stream with a file descriptor is read with os.read: a daemon
-    thread blocked inside a buffered reader makes the interpreter abort at exit ("could not
-    acquire lock for <stdin> at interpreter shutdown"), a thread blocked in os.read does not."""
+def input_lines(stream, limit: int = MAX_LINE_BYTES):
+    """(line, complete) for each line of `stream` (binary or text): `line` is the whole line
+    with its newline when it has at most `limit` bytes (characters for text), else its first
+    `limit` and complete False; the rest of such a line is read and dropped. Each chunk read
+    is searched once, so a line costs time linear in its length however long it is."""
+    empty = stream.read(0) if _descriptor(stream) is None else b""
+    newline = "\n" if isinstance(empty, str) else b"\n"
+    kept, size, overflow = [], 0, False
+    for chunk in _chunks(stream):
+        start = 0
+        while start < len(chunk):
+            end = chunk.find(newline, start)
+            stop = len(chunk) if end < 0 else end + 1
+            piece = chunk[start:stop]
+            if not overflow:
+                if size + len(piece) - (end >= 0) > limit:
+                    kept.append(piece[:limit - size])
+                    overflow = True
+                else:
+                    kept.append(piece)
+                    size += len(piece)
+            if end >= 0:
+                yield empty.join(kept), not overflow
+                kept, size, overflow = [], 0, False
+            start = stop
+    if kept:
+        yield empty.join(kept), not overflow
+
+
+def _descriptor(stream) -> int | None:
     try:
-        descriptor = stream.fileno()
+        return stream.fileno()
     except (AttributeError, OSError, ValueError):
-        yield from iter(stream.readline, stream.read(0))
-        return
-    pending = b""
+        return None
+
+
+def _chunks(stream):
+    """Blocks of input as they arrive. A stream with a file descriptor is read with os.read: a
+    daemon thread blocked inside a buffered reader makes the interpreter abort at exit ("could
+    not acquire lock for <stdin> at interpreter shutdown"), a thread blocked in os.read does
+    not."""
+    descriptor = _descriptor(stream)
     while True:
-        chunk = os.read(descriptor, 1 << 16)
+        chunk = os.read(descriptor, 1 << 16) if descriptor is not None else stream.read(1 << 16)
         if not chunk:
-            break
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line + b"\n"
-    if pending:
-        yield pending
+            return
+        yield chunk

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import coords
 from .cpu_backend import CpuBackend
+from .slot_check import slot_faults
 from ._go_cpu import (ILLEGAL_GAME_OVER, ILLEGAL_KO, ILLEGAL_OCCUPIED, ILLEGAL_OUT_OF_RANGE,
                       ILLEGAL_SUICIDE, ILLEGAL_SUPERKO)
 
@@ -88,12 +89,26 @@ def _cuda_available() -> tuple[bool, str]:
     return True, ""
 
 
-def _check_positive_int(name: str, value, minimum: int = 1) -> int:
+# OpenMP threads per call at most: one per core of any machine this runs on, and the bound
+# BatchedMCTS takes too (OpenMP itself fails or exhausts memory asked for 100,000 threads).
+MAX_THREADS = 1024
+
+
+def _check_positive_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an int, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
+
+
+def _check_komi(komi) -> float:
+    if isinstance(komi, bool) or not isinstance(komi, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(komi):
+        raise ValueError(f"komi must be a finite number, got {komi!r}")
+    return float(komi)
 
 
 class GoBatch:
@@ -103,7 +118,7 @@ class GoBatch:
                  adaptive_threads: bool = True):
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.board_size = coords.check_board_size(board_size)
-        self.komi = float(komi)
+        self.komi = komi
         self.superko = bool(superko)
         self.max_moves = (2 * board_size * board_size if max_moves is None
                           else _check_positive_int("max_moves", max_moves))
@@ -125,12 +140,23 @@ class GoBatch:
             # thread for a while and then tries the team again (kernels/adaptive_threads.h).
             # False keeps the team always, the old behaviour.
             self._backend = CpuBackend(*args, num_threads=_check_positive_int(
-                "num_threads", num_threads, minimum=0), adaptive_threads=bool(adaptive_threads))
+                "num_threads", num_threads, minimum=0, maximum=MAX_THREADS),
+                adaptive_threads=bool(adaptive_threads))
         self.xp = self._backend.xp
         self._batch_slots = self.xp.arange(self.batch_size, dtype=np.int64)
         all_slots = self.xp.arange(self.num_slots, dtype=np.int64)
         self._backend.seed(all_slots, int(seed) & (2 ** 64 - 1))
         self._backend.reset(all_slots)
+
+    @property
+    def komi(self) -> float:
+        """Subtracted from black's area score; a finite number (a NaN would make every score
+        and result NaN)."""
+        return self._komi
+
+    @komi.setter
+    def komi(self, value) -> None:
+        self._komi = _check_komi(value)
 
     def _slots(self, slots):
         """Validated int64 slot indices for `slots` (None, bool mask over the batch, indices,
@@ -358,9 +384,12 @@ class GoBatch:
             raise ValueError("stones must be -1, 0 or +1")
         side = self.xp.asarray(to_play)
         if side.ndim == 0:
-            side = self.xp.full(len(slots), int(side))
+            side = side.reshape(1).repeat(len(slots))
         if side.shape != (len(slots),):
             raise ValueError(f"to_play must have shape ({len(slots)},), got {tuple(side.shape)}")
+        # Checked before the int8 conversion, which would turn 257 into +1.
+        if side.dtype == np.bool_ or not bool(((side == 1) | (side == -1)).all()):
+            raise ValueError(SET_BOARD_ERRORS[3])
         failure = self._backend.set_board(
             slots, self.xp.ascontiguousarray(stones, dtype=np.int8),
             self.xp.ascontiguousarray(side, dtype=np.int8))
@@ -378,14 +407,28 @@ class GoBatch:
                        data=self._backend.pool[slots].copy(), layout_key=self._layout_key())
 
     def restore(self, state: GoState, slots=None):
-        """Put saved positions back, into their own slots or into `slots`."""
+        """Put saved positions back, into their own slots or into `slots`. Each position is
+        checked first (kernels/slot_check.py): a damaged one raises ValueError naming it and
+        what is wrong, and no slot is changed."""
         if not isinstance(state, GoState) or state.layout_key != self._layout_key():
             raise ValueError("restore: the state was saved by a GoBatch with another board size, "
                              "history length, superko or max_moves")
         slots = self._slots(state.slots if slots is None else slots)
-        if len(slots) != len(state.data):
-            raise ValueError(f"restore: {len(state.data)} saved positions for {len(slots)} slots")
-        self._backend.pool[slots] = self.xp.asarray(state.data)
+        data = self._backend.to_numpy(state.data)
+        slot_bytes = self._backend.layout["slot_bytes"]
+        if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 \
+                or data.shape[1] != slot_bytes:
+            raise ValueError(f"restore: the saved data must be uint8 (k, {slot_bytes}), got "
+                             f"{getattr(data, 'dtype', type(data).__name__)} "
+                             f"{tuple(getattr(data, 'shape', ()))}")
+        if len(slots) != len(data):
+            raise ValueError(f"restore: {len(data)} saved positions for {len(slots)} slots")
+        faults = slot_faults(data, self._backend.layout, self.board_size, self.history_length,
+                             self.superko, self.max_moves)
+        for index, fault in enumerate(faults):
+            if fault is not None:
+                raise ValueError(f"restore: saved position {index} is damaged: {fault}")
+        self._backend.pool[slots] = self.xp.asarray(data)
 
     def thread_stats(self) -> dict:
         """CPU back end: {"parallel_runs", "serial_runs", "failed_runs"} of its parallel regions

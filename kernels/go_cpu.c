@@ -513,12 +513,16 @@ done:
 static PyObject *rules_layout(RulesObject *self, PyObject *unused)
 {
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
+    /* Header fields by name; the arrays as off_NAME (kernels/slot_check.py reads them all). */
     return Py_BuildValue(
-        "{s:i,s:i,s:i,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n}", "slot_bytes", L->slot_bytes, "padded", L->padded,
-        "stride", L->stride, "hash", offsetof(GoHeader, hash), "rng", offsetof(GoHeader, rng), "move_count",
-        offsetof(GoHeader, move_count), "captures", offsetof(GoHeader, captures), "ko_point",
-        offsetof(GoHeader, ko_point), "to_play", offsetof(GoHeader, to_play), "passes",
-        offsetof(GoHeader, passes), "over", offsetof(GoHeader, over));
+        "{s:i,s:i,s:i,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "slot_bytes",
+        L->slot_bytes, "padded", L->padded, "stride", L->stride, "hash", offsetof(GoHeader, hash), "rng",
+        offsetof(GoHeader, rng), "move_count", offsetof(GoHeader, move_count), "captures",
+        offsetof(GoHeader, captures), "ko_point", offsetof(GoHeader, ko_point), "to_play",
+        offsetof(GoHeader, to_play), "passes", offsetof(GoHeader, passes), "over", offsetof(GoHeader, over),
+        "off_stone", L->off_stone, "off_group", L->off_group, "off_next", L->off_next, "off_size", L->off_size,
+        "off_libs", L->off_libs, "off_lib_sum", L->off_lib_sum, "off_lib_sum_sq", L->off_lib_sum_sq,
+        "off_history", L->off_history, "off_hashes", L->off_hashes);
 }
 
 /* thread_stats() -> (parallel_runs, serial_runs, failed_runs) over all region kinds: regions run

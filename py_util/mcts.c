@@ -753,6 +753,75 @@ done:
 }
 GUARDED(tree_expand_and_backup)
 
+/* Undo the selection of pending leaf `id` of game g (its marks are already checked): the path's
+ * in-flight marks and the simulation count go back, and a leaf node this selection created
+ * (NODE_NEW: nothing else leaves one behind) is unlinked and freed. Undone in the reverse order
+ * of selection, the free list and each parent's tried edges come back exactly as they were. */
+static void abandon_leaf(TreeObject *t, Py_ssize_t g, int32_t id)
+{
+    GameView v = game_view(t, g);
+    Node *leaf = &v.node[id];
+    release_path(&v, id);
+    t->simulations[g]--;
+    t->pending_leaves[g]--;
+    if (leaf->state != NODE_NEW) return; /* NO_ROOM: an old node selected for re-evaluation */
+    Node *parent = &v.node[leaf->parent];
+    Edge *edge = &v.edge[parent->first_edge + leaf->edge];
+    edge->child = NO_NODE;
+    /* Its first try moved it into the tried part: give the place back (it is still the best
+     * untried edge; the order of the others does not matter, see the top). */
+    if (leaf->edge == parent->tried - 1 && edge->visits == 0) parent->tried--;
+    leaf->state = NODE_FREE;
+    leaf->parent = NO_NODE;
+    leaf->pending = 0;
+    t->free_list[g * t->max_nodes + t->free_count[g]++] = id;
+}
+
+/* abandon(game, node): leaves returned by select that will not be evaluated (the evaluator
+ * failed); the tree is left as it was before that select, but for terminal leaves it backed up
+ * at once, collisions counted and a buffer-full mark. */
+static PyObject *tree_abandon_unguarded(TreeObject *self, PyObject *args)
+{
+    PyObject *objects[2];
+    Buffer game_buffer = {0}, node_buffer = {0};
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OO", &objects[0], &objects[1])) return NULL;
+    const Py_ssize_t batch = self->batch_size, m = self->max_nodes;
+    if (borrow(objects[0], &game_buffer, 0, KIND_INT64, -1, "game") < 0) return NULL;
+    const Py_ssize_t count = game_buffer.view.len / 8;
+    if (borrow(objects[1], &node_buffer, 0, KIND_INT64, count, "node") < 0) goto done;
+    const int64_t *game = game_buffer.view.buf, *node = node_buffer.view.buf;
+    /* Every leaf must be a distinct pending leaf, as in expand_and_backup. */
+    Py_ssize_t checked = 0;
+    for (; checked < count; checked++) {
+        const int64_t g = game[checked], i = node[checked];
+        if (g < 0 || g >= batch || i < 0 || i >= m) {
+            PyErr_Format(PyExc_ValueError, "leaf %zd: (game %lld, node %lld) is out of range", checked,
+                         (long long)g, (long long)i);
+            break;
+        }
+        Node *leaf = &self->nodes[g * m + i];
+        if ((leaf->state != NODE_NEW && leaf->state != NODE_NO_ROOM) || leaf->pending != 1 ||
+            leaf->parent == NO_NODE) {
+            PyErr_Format(PyExc_ValueError,
+                         "leaf %zd: node %lld of game %lld is not a leaf awaiting evaluation (from "
+                         "select(), once)",
+                         checked, (long long)i, (long long)g);
+            break;
+        }
+        leaf->pending = -1;
+    }
+    for (Py_ssize_t j = 0; j < checked; j++) self->nodes[game[j] * m + node[j]].pending = 1;
+    if (checked < count) goto done;
+    for (Py_ssize_t j = count - 1; j >= 0; j--) abandon_leaf(self, game[j], (int32_t)node[j]);
+    result = Py_NewRef(Py_None);
+done:
+    release(&node_buffer);
+    release(&game_buffer);
+    return result;
+}
+GUARDED(tree_abandon)
+
 /* expand_roots(games, priors (B, A), legal (B, A), values (B,), terminal (B,)) */
 static PyObject *tree_expand_roots_unguarded(TreeObject *self, PyObject *args)
 {
@@ -1188,6 +1257,8 @@ static PyMethodDef tree_methods[] = {
     {"expand_and_backup", (PyCFunction)tree_expand_and_backup, METH_VARARGS,
      "expand_and_backup(game int64, node int64, priors float32 (k, A), legal bool (k, A), values float32, "
      "terminal bool)"},
+    {"abandon", (PyCFunction)tree_abandon, METH_VARARGS,
+     "abandon(game int64, node int64): undo the selection of leaves that will not be evaluated"},
     {"expand_roots", (PyCFunction)tree_expand_roots, METH_VARARGS,
      "expand_roots(games, priors float32 (B, A), legal bool (B, A), values float32 (B,), terminal bool (B,))"},
     {"mix_root_noise", (PyCFunction)tree_mix_root_noise, METH_VARARGS,

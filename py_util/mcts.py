@@ -179,8 +179,8 @@ class BatchedMCTS:
         """Select up to `num_leaves_per_game` leaves in each chosen game that has simulations
         left this move (`simulation_limit`, default num_simulations) and room to grow.
 
-        Every returned leaf must be passed to `expand_and_backup` before the next `select` or
-        `advance`. Selections reaching a terminal node are backed up at once and not returned;
+        Every returned leaf must be passed to `expand_and_backup` (or, when it cannot be
+        evaluated, to `abandon`) before the next `select` or `advance`. Selections reaching a terminal node are backed up at once and not returned;
         with several leaves per game, a selection reaching a leaf already returned in this call
         is dropped (counted in `collision_counts`). Every root must be expanded.
         """
@@ -213,6 +213,19 @@ class BatchedMCTS:
         if count:
             self._tree.expand_and_backup(game, node, priors, legal, values, terminal)
 
+    def abandon(self, game, node) -> None:
+        """Undo the `select` that returned the leaves (game[i], node[i]) (all of them, in any
+        order), when they will not be evaluated: the tree is as it was before that select,
+        but for what the select finished itself (terminal leaves backed up, collisions and a
+        full buffer counted). `run` does this when its evaluator raises."""
+        game = _index_array(game, "game")
+        node = _index_array(node, "node", len(game))
+        if len(game):
+            # Select's order: game-major, and within a game by node id, since new nodes come
+            # off the free list lowest first; C undoes them in the reverse order.
+            order = np.lexsort((node, game))
+            self._tree.abandon(game[order], node[order])
+
     def expand_roots(self, priors, legal, values, terminal=None, games=None) -> None:
         """Evaluate the roots of the chosen games (each must need it, see
         `needs_root_expansion`). Arrays cover the whole batch: priors (B, A), legal (B, A) bool,
@@ -234,8 +247,16 @@ class BatchedMCTS:
         while True:
             leaves, active = self._select(num_leaves_per_game, games, simulation_limit)
             if len(leaves.game):
-                priors, legal, values, terminal = evaluate(leaves)
-                self.expand_and_backup(leaves.game, leaves.node, priors, legal, values, terminal)
+                try:
+                    priors, legal, values, terminal = evaluate(leaves)
+                    self.expand_and_backup(leaves.game, leaves.node, priors, legal, values,
+                                           terminal)
+                except BaseException:
+                    # expand_and_backup changes nothing before its checks pass, so either way
+                    # the leaves are still pending: undo their selection, or every later
+                    # select of these games would refuse to run.
+                    self.abandon(leaves.game, leaves.node)
+                    raise
                 evaluated += len(leaves.game)
             if not active:
                 return evaluated

@@ -81,9 +81,86 @@ def test_a_checkpoint_of_another_net_shape_is_refused(run_copy):
                    "no readable checkpoint")
 
 
-def test_an_unsupported_board_size_is_refused():
-    assert_refused(front_end("evaluate.py", "--black", "random", "--white", "random",
-                             "--board-size", "30"), "board_size must be in [2, 19]")
+def assert_bad_flag(result, *expected: str) -> None:
+    """Refused as a bad flag: exit status 2, the usage line, then one line of reason."""
+    assert_refused(result, *expected)
+    assert result.returncode == 2, result.stderr
+
+
+def test_evaluate_refuses_bad_numbers_before_playing():
+    players = ("--black", "random", "--white", "random")
+    assert_bad_flag(front_end("evaluate.py", *players, "--board-size", "30"),
+                    "--board-size must be in 2..19, got 30")
+    assert_bad_flag(front_end("evaluate.py", *players, "--board-size", "40"),
+                    "--board-size must be in 2..19, got 40")
+    for komi in ("nan", "inf", "-inf"):
+        assert_bad_flag(front_end("evaluate.py", *players, f"--komi={komi}"),
+                        "--komi must be a finite number")
+
+
+def test_evaluate_refuses_gnugo_levels_outside_0_to_10(run_copy):
+    # gnugo:99 used to start GNU Go at level 99, which never finished a move.
+    result = front_end("evaluate.py", "--black", "random", "--white", "gnugo:99",
+                       "--board-size", "5", "--games", "2", timeout=30)
+    assert_refused(result, "gnugo:99", "expected an integer in 0..10")
+    assert_refused(front_end("evaluate.py", "--black", "random", "--white", "gnugo:x"),
+                   "expected an integer in 0..10")
+    assert_bad_flag(front_end("evaluate.py", "--run", run_copy, "--rating",
+                              "--gnugo-levels", "0,99", timeout=30),
+                    "GNU Go level '99': expected an integer in 0..10")
+    assert_bad_flag(front_end("evaluate.py", "--run", run_copy, "--rating",
+                              "--gnugo-levels", "zero"), "expected an integer in 0..10")
+
+
+def fake_gnugo(path: Path, script: str) -> Path:
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return path
+
+
+def test_evaluate_refuses_a_gnugo_that_is_not_a_gtp_engine(tmp_path):
+    players = ("--black", "random", "--white", "gnugo:0", "--board-size", "5", "--games", "2")
+    # cat exits at once on GNU Go's flags; an echo of the commands is not GTP either.
+    echo = fake_gnugo(tmp_path / "echo", "exec cat\n")
+    for binary, why in (("/bin/cat", "(exit code 1)"), (echo, "not a GTP response")):
+        result = front_end("evaluate.py", *players, "--gnugo", binary, timeout=60)
+        assert_refused(result, "evaluate: GNU Go cannot play", why)
+        assert result.returncode == 1
+    # A GTP engine that is not GNU Go is refused too: the matches rely on GNU Go's commands.
+    other = fake_gnugo(tmp_path / "other", 'while read line; do case "$line" in\n'
+                       '  name) printf "= Other Engine\\n\\n";;\n  *) printf "= \\n\\n";;\n'
+                       'esac; done\n')
+    assert_refused(front_end("evaluate.py", *players, "--gnugo", other, timeout=60),
+                   "is not GNU Go", "'Other Engine'")
+
+
+def test_evaluate_exits_non_zero_when_no_game_could_be_counted(tmp_path):
+    # Answers like GNU Go until it is asked for a move, then dies: every game is lost.
+    dies = fake_gnugo(tmp_path / "dies", 'while read line; do case "$line" in\n'
+                      '  name) printf "= GNU Go\\n\\n";;\n  version) printf "= 3.8\\n\\n";;\n'
+                      '  genmove*) exit 1;;\n  *) printf "= \\n\\n";;\nesac; done\n')
+    result = front_end("evaluate.py", "--black", "random", "--white", "gnugo:0",
+                       "--board-size", "5", "--games", "2", "--gnugo", dies, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == \
+        "evaluate: no game could be counted (see the messages above)"
+    assert "2 games not played" in result.stdout
+
+
+def test_evaluate_checks_its_output_paths_before_playing(run_copy, tmp_path):
+    # --output used to be opened after the whole rating was played, and then failed.
+    for output, why in ((tmp_path, "not a regular file"),
+                        (tmp_path / "missing" / "elo.jsonl", "its directory does not exist")):
+        result = front_end("evaluate.py", "--run", run_copy, "--rating", "--output", output,
+                           timeout=30)
+        assert_bad_flag(result, f"--output {output}: {why}")
+    a_file = tmp_path / "a file"
+    a_file.write_text("")
+    for sgf, why in ((a_file, "not a directory"),
+                     (a_file / "games", "cannot be made: a parent is not a directory")):
+        assert_bad_flag(front_end("evaluate.py", "--black", "random", "--white", "random",
+                                  "--board-size", "5", "--sgf", sgf, timeout=30),
+                        f"--sgf {sgf}: {why}")
 
 
 def test_the_net_process_answers_and_its_death_is_reported():

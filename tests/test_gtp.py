@@ -30,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from games import sgf_records  # noqa: E402
 from gtp.protocol import GtpServer, format_response, parse, preprocess  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
+from reference_rules import ReferenceGo, gtp_to_move  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The program's version, read here independently of gtp/version.py.
@@ -198,13 +199,80 @@ def test_preprocessing_removes_control_characters_and_comments_and_skips_blank_l
     assert preprocess(" \t \r\n") is None
     assert preprocess("\x7f\x00") is None
     command = parse("12 play b C3")
-    assert (command.id, command.name, command.args) == (12, "play", ["b", "C3"])
+    assert (command.id, command.name, command.args) == ("12", "play", ["b", "C3"])
+    assert parse("007 name").id == "7" and parse("000 name").id == "0"
     assert parse("play b C3").id is None
     assert parse("-3 name").name == "-3"           # not an id: a (unknown) command name
     assert parse("7").name == ""
     assert format_response(5, "") == "=5\n\n"
     assert format_response(None, "unknown command", success=False) == "? unknown command\n\n"
     assert format_response(1, "a\n\nb\n \nc") == "=1 a\nb\nc\n\n"  # no empty line inside
+
+
+def serve_through_a_pipe(chunks, handlers=None):
+    """(responses, seconds) of GtpServer.serve reading `chunks` (bytes) from an OS pipe, as
+    gtp_engine.py reads its stdin."""
+    output = io.StringIO()
+    server = GtpServer(handlers or {"name": lambda args: "engine"}, output,
+                       log=lambda message: None)
+    read_end, write_end = os.pipe()
+
+    def write():
+        with os.fdopen(write_end, "wb") as pipe:
+            for chunk in chunks:
+                pipe.write(chunk)
+
+    writer = threading.Thread(target=write, daemon=True)
+    started = time.monotonic()
+    writer.start()
+    with os.fdopen(read_end, "rb", buffering=0) as pipe:
+        server.serve(pipe)
+    elapsed = time.monotonic() - started
+    writer.join(10)
+    return parse_responses(output.getvalue()), elapsed
+
+
+def test_an_overlong_line_is_answered_and_read_in_linear_time():
+    from gtp.protocol import MAX_LINE_BYTES
+    too_long = ("?2", f"line too long (more than {MAX_LINE_BYTES} bytes)")
+    megabyte = b"x" * (1 << 20)
+    # 32 MB in 1 MB writes took 7.9 s when every read re-split the whole pending line.
+    responses, elapsed = serve_through_a_pipe(
+        [b"1 name\n", b"2 play b "] + [megabyte] * 32 + [b"\n3 name\n"])
+    assert responses == [("=1", "engine"), too_long, ("=3", "engine")]
+    assert elapsed < 3.0, f"32 MB line took {elapsed:.1f} s"
+    # The limit itself: a line of exactly MAX_LINE_BYTES runs, one byte more does not; a line
+    # cut off by the end of input is still answered.
+    name = b"2 name "
+    exact = name + b"a" * (MAX_LINE_BYTES - len(name))
+    responses, _ = serve_through_a_pipe([exact + b"\n", exact + b"a\n", b"4 name"])
+    assert responses == [("=2", "engine"), too_long, ("=4", "engine")]
+    # run_lines (text) keeps the same limit; no id at the front, no id in the answer.
+    gtp = GtpServer({"name": lambda args: "engine"}, io.StringIO(), log=lambda message: None)
+    gtp.run_lines(["x" * (MAX_LINE_BYTES + 1), "name"])
+    assert parse_responses(gtp.output.getvalue()) == [("?", too_long[1]), ("=", "engine")]
+
+
+def test_ids_of_any_length_are_echoed_and_never_stop_the_engine():
+    digits = "9" * 10_000              # beyond Python's int-string limit (4300 digits)
+    gtp = GtpServer({"name": lambda args: "engine"}, io.StringIO(), log=lambda message: None)
+    gtp.run_lines([f"{digits} name", "0009 name", f"{'1' * 65_537} name", "name"])
+    from gtp.protocol import MAX_LINE_BYTES
+    assert parse_responses(gtp.output.getvalue()) == [
+        (f"={digits}", "engine"), ("=9", "engine"),
+        ("?", f"line too long (more than {MAX_LINE_BYTES} bytes)"), ("=", "engine")]
+
+
+def test_only_space_and_tab_are_gtp_whitespace():
+    gtp = GtpServer({"name": lambda args: "engine", "echo": lambda args: "|".join(args)},
+                    io.StringIO(), log=lambda message: None)
+    # U+2028 line separator, U+3000 ideographic space, U+2003 em space, U+00A0 no-break space
+    gtp.run_lines(["\u2028", "\u3000\n", "\u2003", "5 \u00a0", " \t \n", "6 echo a\u3000b  c\td",
+                   "7\u3000name", "8 name\u2003"])
+    assert parse_responses(gtp.output.getvalue()) == [
+        ("?", "unknown command"), ("?", "unknown command"), ("?", "unknown command"),
+        ("?5", "unknown command"), ("=6", "a\u3000b|c|d"), ("?", "unknown command"),
+        ("?8", "unknown command")]
 
 
 def test_required_commands_ids_and_canonical_errors(loaded):
@@ -460,6 +528,90 @@ def test_printsgf_and_loadsgf_round_trip_a_game_with_captures_and_passes(loaded,
     assert fresh.board().sum() == 1, "a failed loadsgf leaves the game as it was"
 
 
+def run_with_deadline(function, seconds: float):
+    """function()'s result, or a test failure if it has not returned within `seconds` (it is
+    left running in a daemon thread)."""
+    results = queue.Queue()
+    threading.Thread(target=lambda: results.put(function()), daemon=True).start()
+    try:
+        return results.get(timeout=seconds)
+    except queue.Empty:
+        pytest.fail(f"still running after {seconds} s")
+
+
+def test_loadsgf_reads_only_regular_files_of_bounded_size(loaded, tmp_path):
+    from gtp.files import MAX_SGF_BYTES
+    gtp = Transcript(loaded)
+    gtp.ok("play b C3")
+    fifo = tmp_path / "fifo.sgf"
+    os.mkfifo(fifo)                      # nobody writes it: reading it would block for ever
+    big = tmp_path / "big.sgf"
+    with open(big, "wb") as handle:      # a valid game padded past the cap with a comment
+        handle.write(b"(;FF[4]GM[1]SZ[5]C[" + b"x" * MAX_SGF_BYTES + b"];B[aa])")
+    link = tmp_path / "link.sgf"
+    (tmp_path / "game.sgf").write_bytes(b"(;FF[4]GM[1]SZ[5];B[aa])")
+    link.symlink_to(tmp_path / "game.sgf")
+    for path in (fifo, big, tmp_path, "/dev/zero", "/proc/self/status"):
+        assert run_with_deadline(lambda: gtp.error(f"loadsgf {path}"), 10) == "cannot load file"
+    assert gtp.board().sum() == 1, "a refused loadsgf leaves the game as it was"
+    assert gtp.ok(f"loadsgf {link}") == "", "a symlink to a regular file is read"
+    assert gtp.board()[0, 0] == 1 and gtp.board().sum() == 1
+
+
+def test_printsgf_writes_regular_files_atomically_and_nothing_else(loaded, tmp_path):
+    gtp = Transcript(loaded)
+    gtp.ok("play b C3")
+    existing = tmp_path / "old.sgf"
+    existing.write_bytes(b"an old file")
+    inode = existing.stat().st_ino
+    assert gtp.ok(f"printsgf {existing}") == ""
+    assert sgf_records.read_sgf(existing.read_bytes()).moves == [(1, coords.from_gtp("C3", N))]
+    assert existing.stat().st_ino != inode, "replaced by a rename, not rewritten in place"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.sgf"], "no temporary file left"
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                      # opening it to write would block for ever
+    target = tmp_path / "target.txt"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "link.sgf"
+    link.symlink_to(target)
+    for path in (fifo, link, tmp_path, "/dev/null"):
+        assert run_with_deadline(lambda: gtp.error(f"printsgf {path}"), 10) == \
+            "cannot write file: not a regular file"
+    assert gtp.error(f'printsgf "{tmp_path / "no such directory" / "game.sgf"}"') == \
+        "cannot write file: no such directory"
+    assert target.read_bytes() == b"keep me" and link.is_symlink()
+
+
+def random_long_game(moves: int, seed: int = 0) -> list[int]:
+    """`moves` legal moves on the 5x5 board, alternating from black: random legal moves,
+    the game going on as a new segment on the same stones whenever the rules end it (as the
+    GTP engine continues a game, gtp/game.py)."""
+    go = GoBatch(1, N, max_moves=4 * N * N, seed=seed)
+    played = []
+    while len(played) < moves:
+        if go.is_over()[0]:
+            go.set_board(go.board(), go.to_play())
+        move = go.random_moves()
+        go.play(move)
+        played.append(int(move[0]))
+    return played
+
+
+def test_printsgf_of_a_20000_move_game_takes_linear_time(loaded, tmp_path):
+    moves = random_long_game(20_000)
+    path = tmp_path / "long.sgf"
+    path.write_bytes(sgf_records.game_to_sgf(N, 7.5, moves, ""))
+    gtp = Transcript(loaded)
+    assert gtp.ok(f"loadsgf {path}") == ""
+    started = time.monotonic()
+    text = gtp.ok("printsgf")
+    elapsed = time.monotonic() - started
+    assert [move for _, move in sgf_records.read_sgf(text.encode()).moves] == moves
+    # It took about 30 s when every node was appended by walking the whole main line.
+    assert elapsed < 5, f"printsgf of 20,000 moves took {elapsed:.1f} s"
+
+
 # ---------------------------------------------------------------- analysis
 
 def analysis_blocks(line: str) -> list[dict]:
@@ -526,6 +678,7 @@ def test_gogui_analyze_commands_all_run(loaded):
     assert {"dboard"} <= kinds and len(commands) >= 2
     labels = " ".join(line.split("/")[1].lower() for line in commands)
     assert "policy" in labels and "visit" in labels
+    boards = {}
     for line in commands:
         kind, _, command = line.split("/")
         body = gtp.ok(command)
@@ -534,10 +687,28 @@ def test_gogui_analyze_commands_all_run(loaded):
                                for row in body.strip().split("\n")])
             assert values.shape == (N, N) and values.min() >= 0 and values.max() == 1.0
             assert values[2, 2] == 0, "C3 is occupied: no policy or visits there"
+            boards[command] = values
         elif kind == "var":
-            assert all(v == "pass" or coords.from_gtp(v, N) >= 0 for v in body.split())
+            # A principal variation: moves legal one after the other from the position (by
+            # the independent reference rules), white first, starting with the most visited
+            # move of the search the visit heatmap showed (the same tree: both searched it
+            # to the same simulation count).
+            variation = body.split()
+            assert variation, "the search made visits: the variation has a move"
+            game = ReferenceGo(N)
+            game.play(gtp_to_move("C3", N))
+            for vertex_text in variation:
+                move = gtp_to_move(vertex_text, N)
+                assert game.legal_moves()[move], f"{vertex_text} in {body!r} is illegal"
+                game.play(move)
+            first = gtp_to_move(variation[0], N)
+            assert first < PASS and boards["bgz-visit_heatmap"].flat[first] == 1.0
+        elif command == "bgz-value":
+            assert re.fullmatch(r"white to move: win rate \d+\.\d% after \d+ visits, "
+                                r"net alone \d+\.\d%", body), body
         else:
-            assert body
+            assert command == "bgz-net" and body == gtp.ok("bgz-net") == "a net"
+    assert set(boards) == {"bgz-policy_heatmap", "bgz-visit_heatmap"}
     assert gtp.board().sum() == 1
 
 
@@ -863,3 +1034,29 @@ def test_a_model_file_plays_through_model_and_a_run_through_model_is_refused(tin
                               str(tiny_run)], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "a model file ends in .npz" in refused.stderr
+
+
+def test_a_net_failing_mid_search_costs_one_answer_only():
+    import dataclasses
+
+    from training.config import PRESETS
+    calls = {"count": 0}
+
+    def flaky_net(planes):
+        """Fails on its third call: the root is evaluated, the search has begun."""
+        calls["count"] += 1
+        if calls["count"] == 3:
+            raise MemoryError("the net ran out of memory")
+        return uniform_net(planes)
+
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9)
+    gtp = Transcript((nine, flaky_net), simulations=16, analysis_simulations=64)
+    head, message = gtp.responses("1 genmove b")[0]
+    assert (head, message) == ("?1", "internal error: the net ran out of memory")
+    # The search's pending leaves were undone: the next searches run on the same tree.
+    for number, colour in ((2, "b"), (3, "w")):
+        [(head, move)] = gtp.responses(f"{number} genmove {colour}")
+        assert head == f"={number}" and move != "pass"
+        gtp_to_move(move, 9)
+    assert gtp.ok("bgz-value").startswith("black to move")
+    assert calls["count"] > 3

@@ -117,7 +117,10 @@ def test_partial_and_oversized_batches_match_full_batches_without_retracing():
         np.testing.assert_allclose(value, full_value[:rows], rtol=1e-6, atol=1e-7)
     empty_policy, empty_value = net(planes[:0])
     assert empty_policy.shape == (0, ACTIONS) and empty_value.shape == (0,)
-    net(planes.astype(np.float64)[:5])
+    # float64 input is cast, not a second trace: the same numbers as float32's.
+    policy, value = net(planes.astype(np.float64)[:5])
+    np.testing.assert_allclose(policy, full_policy[:5], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(value, full_value[:5], rtol=1e-6, atol=1e-7)
     assert net.tracing_count == 1
     with pytest.raises(ValueError):
         net(np.zeros((4, BOARD + 1, BOARD + 1, PLANES), np.float32))

@@ -18,6 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from kernels import GoBatch, coords  # noqa: E402
 from games.sgf_records import sgf_to_moves  # noqa: E402
+from training.config import Config  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "training_visualizations.ipynb"
@@ -81,21 +82,44 @@ def test_the_notebook_is_stored_without_outputs_and_has_one_parameter_cell():
     assert len(parameters) == 1 and 'os.environ.get("RUN_DIR")' in parameters[0].source
 
 
-def test_the_fixture_run_is_small_and_has_hand_written_gnugo_fields():
+def test_the_fixture_run_is_a_small_run_written_by_the_trainer():
     size = sum(path.stat().st_size for path in FIXTURE_RUN.rglob("*") if path.is_file())
-    assert size < 2_000_000
+    assert size < 300_000
+    config = Config.from_json((FIXTURE_RUN / "config.json").read_text())
+    every = config.gnugo_every
     records = [json.loads(line) for line in (FIXTURE_RUN / "metrics.jsonl").read_text().splitlines()]
-    measured = [r for r in records if "win_rate_gnugo" in r]
-    assert measured and len(measured) < len(records)
-    assert all("gnugo_level" in r and "elo" in r for r in measured)
-    assert list((FIXTURE_RUN / "checkpoints").glob("ckpt_*.npz"))    # the GUI tests play it
+    iterations = [record["iteration"] for record in records]
+    assert iterations == list(range(1, len(records) + 1)) and every and len(records) >= 2 * every
+    # GNU Go and the rating are measured on the trainer's schedule, with all their fields: what
+    # bp_tree.py writes (docs/ARCHITECTURE.md), not what a hand could add.
+    rated = [record for record in records if "win_rate_gnugo" in record]
+    assert [record["iteration"] for record in rated] == iterations[every - 1::every]
+    for index, record in enumerate(rated):
+        assert {"gnugo_level", "gnugo_games", "elo"} <= set(record)
+        assert ("win_rate_previous" in record) == (index > 0)
+        if index:
+            assert record["previous_iteration"] == rated[index - 1]["iteration"]
+    # The newest checkpoint's counters (the GUI tests play it) agree with the metrics.
+    [checkpoint] = (FIXTURE_RUN / "checkpoints").glob("ckpt_*.npz")
+    with np.load(checkpoint) as arrays:
+        counters = json.loads(arrays["__counters__"].tobytes())
+    last = records[-1]
+    assert all(counters[key] == last[key] for key in ("iteration", "games", "positions",
+                                                      "train_steps"))
+    assert counters["rated_iteration"] == rated[-1]["iteration"]
+    assert round(counters["elo"], 1) == rated[-1]["elo"]
+    assert counters["commands"] == [
+        f"bp_tree.py --preset tiny --iterations {len(records)} --gnugo_every {every} "
+        f"--run notebooks/fixture_run"]
+    assert sorted(path.name for path in (FIXTURE_RUN / "sgf").iterdir()) == [
+        f"iter_{i:06d}_game_0.sgf" for i in iterations]
 
 
 def test_the_notebook_runs_on_the_fixture_run(monkeypatch):
     report, figures = execute(monkeypatch, None)
     assert figures == 3                      # main figure, self-play games, recent boards
     assert report["not_measured"] == []      # the fixture exercises every panel
-    assert len(report["games"]) == 3
+    assert len(report["games"]) == 4         # the newest four of its ten SGF records
     assert_boards_match_the_engine(report)
 
 

@@ -239,6 +239,97 @@ def test_restore_rejects_a_state_of_another_board_size():
         large.restore(small.save())
 
 
+def test_thread_count_komi_and_to_play_are_range_checked():
+    for threads in (100_000, 1025, -1):
+        with pytest.raises(ValueError, match="num_threads"):
+            GoBatch(batch_size=1, board_size=5, num_threads=threads)
+    for komi in (float("nan"), float("inf"), "7.5", None):
+        with pytest.raises(ValueError, match="komi"):
+            GoBatch(batch_size=1, board_size=5, komi=komi)
+    g = GoBatch(batch_size=2, board_size=5, komi=0.5)
+    with pytest.raises(ValueError, match="komi"):
+        g.komi = float("nan")
+    assert g.komi == 0.5 and np.isfinite(g.score()).all()
+    stones = np.zeros((2, 5, 5), np.int8)
+    for to_play in (257, -255, 2, 0, np.array([1, 257]), np.array([True, True]), 1.5):
+        with pytest.raises(ValueError, match="to_play"):
+            g.set_board(stones, to_play)     # 257 and -255 were stored as int8: +1 and -1
+    g.set_board(stones, np.array([1, -1]))
+    assert g.to_play().tolist() == [1, -1]
+
+
+# Runs in a child process, so that a corrupted state sending the rules into an endless loop
+# fails the test by its time limit instead of hanging it. One byte of a saved 9x9 position
+# (random play with captures) is changed at a time; restore must refuse the state or accept
+# one every operation runs to its end on. Prints one JSON line: the outcomes.
+CORRUPTION_TRIALS = r"""
+import json
+import numpy as np
+from kernels import GoBatch
+from kernels.go_batch import GoState
+
+go = GoBatch(1, 9, seed=5)
+for _ in range(120):
+    go.play(go.random_moves())
+assert go.captures()[0].sum() > 0, "the position should hold the traces of captures"
+state = go.save()
+layout = go._backend.layout
+walked = np.zeros(layout["slot_bytes"], bool)   # bytes the rules follow: refused if changed
+stone = np.frombuffer(state.data[0, layout["off_stone"]:layout["off_stone"] + layout["padded"]],
+                      np.uint8)
+points = np.flatnonzero(stone != 3)
+walked[layout["off_stone"] + points] = True
+group = state.data[0, layout["off_group"]:layout["off_group"] + 2 * layout["padded"]].view(np.int16)
+for q in np.flatnonzero((stone == 1) | (stone == 2)):
+    for name in ("off_group", "off_next"):
+        walked[layout[name] + 2 * q:layout[name] + 2 * q + 2] = True
+    if group[q] == q:
+        for name, width in (("off_size", 2), ("off_libs", 2), ("off_lib_sum", 4),
+                            ("off_lib_sum_sq", 4)):
+            walked[layout[name] + width * q:layout[name] + width * (q + 1)] = True
+rng = np.random.default_rng(0)
+outcomes = {"refused": 0, "accepted": 0, "walked_accepted": [], "reasons": set()}
+offsets = np.concatenate([rng.integers(0, layout["slot_bytes"], 400),
+                          rng.choice(np.flatnonzero(walked), 400)])
+for offset in offsets:
+    data = state.data.copy()
+    data[0, offset] ^= rng.integers(1, 256)
+    try:
+        go.restore(GoState(state.slots, data, state.layout_key))
+    except ValueError as error:
+        assert str(error).startswith("restore: saved position 0 is damaged: "), error
+        outcomes["refused"] += 1
+        outcomes["reasons"].add(str(error).split(": ", 2)[2])
+        continue
+    outcomes["accepted"] += 1
+    if walked[offset]:
+        outcomes["walked_accepted"].append(int(offset))
+    go.legal_moves(), go.sensible_moves(), go.features(), go.score(), go.playouts()
+    for _ in range(40):
+        go.play(go.random_moves())
+outcomes["reasons"] = sorted(outcomes["reasons"])
+print(json.dumps(outcomes))
+"""
+
+
+def test_restore_refuses_damaged_states_instead_of_hanging():
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    try:
+        result = subprocess.run([sys.executable, "-c", CORRUPTION_TRIALS], cwd=root,
+                                capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the rules hung on a restored corrupted state")
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcomes = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcomes["refused"] + outcomes["accepted"] == 800
+    assert outcomes["walked_accepted"] == [], "a change to what the rules walk was accepted"
+    assert outcomes["refused"] >= 400 and len(outcomes["reasons"]) >= 5, outcomes
+
+
 def test_documented_dtypes_and_shapes():
     g = GoBatch(batch_size=3, board_size=5, num_slots=6, history_length=4)
     slots = np.array([5, 1])
