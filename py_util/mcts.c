@@ -677,27 +677,13 @@ GUARDED(tree_select)
 
 /* expand_and_backup(game, node, priors, legal, values, terminal): evaluations of the leaves
  * returned by select, in any order. */
-static PyObject *tree_expand_and_backup_unguarded(TreeObject *self, PyObject *args)
+/* Every (game, node) must be a distinct leaf awaiting evaluation (from select(), once);
+ * pending is set to -1 while checking to catch duplicates, then restored. 0, or -1 with a
+ * ValueError naming the first bad leaf. */
+static int check_pending_leaves(TreeObject *self, const int64_t *game, const int64_t *node,
+                                Py_ssize_t count)
 {
-    PyObject *objects[6];
-    Buffer game_buffer = {0}, node_buffer = {0}, priors = {0}, legal = {0}, values = {0}, terminal = {0};
-    PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
-                          &objects[5]))
-        return NULL;
-    const Py_ssize_t a_count = self->num_actions, batch = self->batch_size, m = self->max_nodes;
-    if (borrow(objects[0], &game_buffer, 0, KIND_INT64, -1, "game") < 0) return NULL;
-    const Py_ssize_t count = game_buffer.view.len / 8;
-    if (borrow(objects[1], &node_buffer, 0, KIND_INT64, count, "node") < 0 ||
-        borrow(objects[2], &priors, 0, KIND_FLOAT32, count * a_count, "priors") < 0 ||
-        borrow(objects[3], &legal, 0, KIND_BOOL, count * a_count, "legal") < 0 ||
-        borrow(objects[4], &values, 0, KIND_FLOAT32, count, "values") < 0 ||
-        borrow(objects[5], &terminal, 0, KIND_BOOL, count, "terminal") < 0)
-        goto done;
-    const int64_t *game = game_buffer.view.buf, *node = node_buffer.view.buf;
-    const float *prior = priors.view.buf, *value = values.view.buf;
-    const uint8_t *legal_mask = legal.view.buf, *is_terminal = terminal.view.buf;
-    /* Every leaf must be a distinct pending leaf; pending is set to -1 to catch duplicates. */
+    const Py_ssize_t batch = self->batch_size, m = self->max_nodes;
     Py_ssize_t checked = 0;
     for (; checked < count; checked++) {
         const int64_t g = game[checked], i = node[checked];
@@ -718,7 +704,30 @@ static PyObject *tree_expand_and_backup_unguarded(TreeObject *self, PyObject *ar
         leaf->pending = -1;
     }
     for (Py_ssize_t j = 0; j < checked; j++) self->nodes[game[j] * m + node[j]].pending = 1;
-    if (checked < count ||
+    return checked < count ? -1 : 0;
+}
+
+static PyObject *tree_expand_and_backup_unguarded(TreeObject *self, PyObject *args)
+{
+    PyObject *objects[6];
+    Buffer game_buffer = {0}, node_buffer = {0}, priors = {0}, legal = {0}, values = {0}, terminal = {0};
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &objects[4],
+                          &objects[5]))
+        return NULL;
+    const Py_ssize_t a_count = self->num_actions, batch = self->batch_size;
+    if (borrow(objects[0], &game_buffer, 0, KIND_INT64, -1, "game") < 0) return NULL;
+    const Py_ssize_t count = game_buffer.view.len / 8;
+    if (borrow(objects[1], &node_buffer, 0, KIND_INT64, count, "node") < 0 ||
+        borrow(objects[2], &priors, 0, KIND_FLOAT32, count * a_count, "priors") < 0 ||
+        borrow(objects[3], &legal, 0, KIND_BOOL, count * a_count, "legal") < 0 ||
+        borrow(objects[4], &values, 0, KIND_FLOAT32, count, "values") < 0 ||
+        borrow(objects[5], &terminal, 0, KIND_BOOL, count, "terminal") < 0)
+        goto done;
+    const int64_t *game = game_buffer.view.buf, *node = node_buffer.view.buf;
+    const float *prior = priors.view.buf, *value = values.view.buf;
+    const uint8_t *legal_mask = legal.view.buf, *is_terminal = terminal.view.buf;
+    if (check_pending_leaves(self, game, node, count) < 0 ||
         check_evaluations(self, count, prior, legal_mask, value, is_terminal, "expand_and_backup") < 0) {
         goto done;
     }
@@ -786,33 +795,11 @@ static PyObject *tree_abandon_unguarded(TreeObject *self, PyObject *args)
     Buffer game_buffer = {0}, node_buffer = {0};
     PyObject *result = NULL;
     if (!PyArg_ParseTuple(args, "OO", &objects[0], &objects[1])) return NULL;
-    const Py_ssize_t batch = self->batch_size, m = self->max_nodes;
     if (borrow(objects[0], &game_buffer, 0, KIND_INT64, -1, "game") < 0) return NULL;
     const Py_ssize_t count = game_buffer.view.len / 8;
     if (borrow(objects[1], &node_buffer, 0, KIND_INT64, count, "node") < 0) goto done;
     const int64_t *game = game_buffer.view.buf, *node = node_buffer.view.buf;
-    /* Every leaf must be a distinct pending leaf, as in expand_and_backup. */
-    Py_ssize_t checked = 0;
-    for (; checked < count; checked++) {
-        const int64_t g = game[checked], i = node[checked];
-        if (g < 0 || g >= batch || i < 0 || i >= m) {
-            PyErr_Format(PyExc_ValueError, "leaf %zd: (game %lld, node %lld) is out of range", checked,
-                         (long long)g, (long long)i);
-            break;
-        }
-        Node *leaf = &self->nodes[g * m + i];
-        if ((leaf->state != NODE_NEW && leaf->state != NODE_NO_ROOM) || leaf->pending != 1 ||
-            leaf->parent == NO_NODE) {
-            PyErr_Format(PyExc_ValueError,
-                         "leaf %zd: node %lld of game %lld is not a leaf awaiting evaluation (from "
-                         "select(), once)",
-                         checked, (long long)i, (long long)g);
-            break;
-        }
-        leaf->pending = -1;
-    }
-    for (Py_ssize_t j = 0; j < checked; j++) self->nodes[game[j] * m + node[j]].pending = 1;
-    if (checked < count) goto done;
+    if (check_pending_leaves(self, game, node, count) < 0) goto done;
     for (Py_ssize_t j = count - 1; j >= 0; j--) abandon_leaf(self, game[j], (int32_t)node[j]);
     result = Py_NewRef(Py_None);
 done:
