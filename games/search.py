@@ -117,7 +117,7 @@ class SearchingGames:
         self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
                           backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,
-                          seed=seed, num_threads=num_threads,
+                          extra_features=config.extra_features, seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
         self.evaluations = 0
 

@@ -95,7 +95,7 @@ def record_positions(record: SgfRecord, config: Config) -> Positions:
     stones[root.add_white] = -1
     to_play = root.to_play or moves[0][0]
     go = GoBatch(1, n, komi=config.komi, superko=config.superko, max_moves=len(moves) + 1,
-                 history_length=config.history)
+                 history_length=config.history, extra_features=config.extra_features)
     try:
         go.set_board(stones.reshape(1, n, n), np.array([to_play]))
     except ValueError as error:

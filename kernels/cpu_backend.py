@@ -83,10 +83,9 @@ class CpuBackend:
         self.rules.playouts(self.pool, slots, out)
         return out
 
-    def features(self, slots, history: int):
-        channels = 2 * (history + 1) + 2
+    def features(self, slots, history: int, extra: bool, channels: int):
         out = np.empty((len(slots), self.board_size, self.board_size, channels), dtype=np.float32)
-        self.rules.features(self.pool, slots, history, out)
+        self.rules.features(self.pool, slots, history, extra, out)
         return out
 
     def set_board(self, slots, stones, to_play):

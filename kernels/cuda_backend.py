@@ -135,10 +135,9 @@ class CudaBackend:
         self._launch("go_playout_kernel", len(slots), slots, scratch, out)
         return out
 
-    def features(self, slots, history: int):
-        channels = 2 * (history + 1) + 2
+    def features(self, slots, history: int, extra: bool, channels: int):
         out = cupy.empty((len(slots), self.board_size, self.board_size, channels), dtype=cupy.float32)
-        self._launch("go_features_kernel", len(slots), slots, np.int32(history), out)
+        self._launch("go_features_kernel", len(slots), slots, np.int32(history), np.int32(extra), out)
         return out
 
     def set_board(self, slots, stones, to_play):

@@ -92,6 +92,9 @@ def _cuda_available() -> tuple[bool, str]:
 # OpenMP threads per call at most: one per core of any machine this runs on, and the bound
 # BatchedMCTS takes too (OpenMP itself fails or exhausts memory asked for 100,000 threads).
 MAX_THREADS = 1024
+# Planes features() appends with extra_features (GO_EXTRA_PLANES in go_rules.h: own groups
+# with 1, 2, 3+ liberties, the opponent's, the simple-ko point).
+EXTRA_PLANES = 7
 
 
 def _check_positive_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
@@ -115,7 +118,7 @@ class GoBatch:
     def __init__(self, batch_size: int, board_size: int, komi: float = 7.5, backend: str = "cpu",
                  *, superko: bool = False, max_moves: int | None = None, history_length: int = 7,
                  num_slots: int | None = None, seed: int = 0, num_threads: int = 0,
-                 adaptive_threads: bool = True):
+                 adaptive_threads: bool = True, extra_features: bool = False):
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.board_size = coords.check_board_size(board_size)
         self.komi = komi
@@ -123,6 +126,8 @@ class GoBatch:
         self.max_moves = (2 * board_size * board_size if max_moves is None
                           else _check_positive_int("max_moves", max_moves))
         self.history_length = _check_positive_int("history_length", history_length, minimum=0)
+        # features() appends EXTRA_PLANES planes: liberties of each group and the ko point.
+        self.extra_features = bool(extra_features)
         self.num_slots = (self.batch_size if num_slots is None
                           else _check_positive_int("num_slots", num_slots, minimum=self.batch_size))
         self.num_actions = board_size * board_size + 1
@@ -339,11 +344,12 @@ class GoBatch:
                 or not 0 <= history <= self.history_length:
             raise ValueError(f"history must be an int in 0..{self.history_length} "
                              f"(history_length), got {history!r}")
-        return self._backend.features(self._slots(slots), int(history))
+        return self._backend.features(self._slots(slots), int(history), self.extra_features,
+                                      self.num_feature_planes(history))
 
     def num_feature_planes(self, history: int | None = None) -> int:
         history = self.history_length if history is None else history
-        return 2 * (history + 1) + 2
+        return 2 * (history + 1) + 2 + (EXTRA_PLANES if self.extra_features else 0)
 
     def random_moves(self, slots=None, include_pass: bool = False, legal=None):
         """A uniformly random legal move per board, drawn inside the back end: among the legal
@@ -444,4 +450,5 @@ class GoBatch:
     def __repr__(self):
         return (f"GoBatch(batch_size={self.batch_size}, board_size={self.board_size}, "
                 f"komi={self.komi}, backend={self.backend_name!r}, superko={self.superko}, "
-                f"max_moves={self.max_moves}, num_slots={self.num_slots})")
+                f"max_moves={self.max_moves}, num_slots={self.num_slots}, "
+                f"extra_features={self.extra_features})")

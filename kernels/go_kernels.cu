@@ -98,11 +98,12 @@ extern "C" __global__ void go_random_from_mask_kernel(uint8_t *pool, const int64
     out[i] = go_random_from_mask(&layout, SLOT(slots[i]), legal + i * (GO_N * GO_N + 1), include_pass);
 }
 
-extern "C" __global__ void go_features_kernel(uint8_t *pool, const int64_t *slots, int history, float *out,
-                                              int count)
+extern "C" __global__ void go_features_kernel(uint8_t *pool, const int64_t *slots, int history, int extra,
+                                              float *out, int count)
 {
     BOARD_INDEX(i);
-    go_features(&layout, SLOT(slots[i]), history, out + i * GO_N * GO_N * (2 * (history + 1) + 2));
+    const int channels = 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+    go_features(&layout, SLOT(slots[i]), history, extra, out + i * GO_N * GO_N * channels);
 }
 
 /* status[i]: 0 loaded, 1 a group without liberties, 2 a bad stone value (see go_set_board). */

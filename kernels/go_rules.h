@@ -506,13 +506,50 @@ GO_FN void go_board(const GoLayout *L, uint8_t *base, int8_t *out)
         }
 }
 
-/* Input planes, NHWC for one board: out[(row * n + col) * C + c], C = 2 * (h + 1) + 2.
- * Channel 2j / 2j+1: stones of the side to move / of its opponent j positions ago
- * (empty before the first move); channel 2h+2: 1 if black is to move; 2h+3: ones. */
-GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, float *out)
+/* Extra input planes of go_features when asked for (KataGo's kind of features, which its
+ * ablation credits with learning 1.55x faster): the liberties of each stone's group, exactly
+ * (not the pseudo-liberties the pool keeps), and the simple-ko point. */
+enum { GO_EXTRA_PLANES = 7 };
+
+/* out[q] for every stone point q: its group's distinct liberties capped at 3; 0 elsewhere. */
+GO_FN void go_liberty_counts(const GoLayout *L, GoSlot s, uint8_t *out)
+{
+    int16_t counted_by[GO_MAX_PADDED];  /* the representative that last counted this empty point */
+    const int n = L->n, W = L->stride;
+    for (int q = 0; q < L->padded; q++) { counted_by[q] = -1; out[q] = 0; }
+    for (int row = 0; row < n; row++)
+        for (int col = 0; col < n; col++) {
+            const int q = (row + 1) * W + col;
+            if ((s.stone[q] != GO_BLACK && s.stone[q] != GO_WHITE) || s.group[q] != q) continue;
+            int liberties = 0, r = q;
+            do {
+                const int neighbours[4] = {r - W, r - 1, r + 1, r + W};
+                for (int k = 0; k < 4; k++) {
+                    const int e = neighbours[k];
+                    if (s.stone[e] == GO_EMPTY && counted_by[e] != q) {
+                        counted_by[e] = (int16_t)q;
+                        liberties++;
+                    }
+                }
+                r = s.next[r];
+            } while (r != q);
+            const uint8_t capped = (uint8_t)(liberties > 3 ? 3 : liberties);
+            r = q;
+            do { out[r] = capped; r = s.next[r]; } while (r != q);
+        }
+}
+
+/* Input planes, NHWC for one board: out[(row * n + col) * C + c], C = 2 * (h + 1) + 2, plus
+ * GO_EXTRA_PLANES when `extra`. Channel 2j / 2j+1: stones of the side to move / of its
+ * opponent j positions ago (empty before the first move); channel 2h+2: 1 if black is to
+ * move; 2h+3: ones. Extra, from B = 2h+4: B, B+1, B+2: the side to move's stones whose group
+ * has 1, 2, 3 or more liberties; B+3..B+5: the same for the opponent's; B+6: the point the
+ * side to move may not play because of simple ko. */
+GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, int extra, float *out)
 {
     GoSlot s = go_slot(L, base);
-    const int n = L->n, W = L->stride, channels = 2 * (h + 1) + 2;
+    const int n = L->n, W = L->stride, base_channels = 2 * (h + 1) + 2;
+    const int channels = base_channels + (extra ? GO_EXTRA_PLANES : 0);
     const int me = s.h->to_play, opponent = 3 - me;
     const float black_to_move = me == GO_BLACK ? 1.0f : 0.0f;
     for (int j = 0; j <= h; j++) {
@@ -532,6 +569,17 @@ GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, float *out)
         out[p * channels + 2 * h + 2] = black_to_move;
         out[p * channels + 2 * h + 3] = 1.0f;
     }
+    if (!extra) return;
+    uint8_t liberties[GO_MAX_PADDED];
+    go_liberty_counts(L, s, liberties);
+    for (int row = 0; row < n; row++)
+        for (int col = 0; col < n; col++) {
+            const int q = (row + 1) * W + col, v = s.stone[q];
+            float *cell = out + (row * n + col) * channels + base_channels;
+            for (int c = 0; c < GO_EXTRA_PLANES; c++) cell[c] = 0.0f;
+            if (v == me || v == opponent) cell[(v == me ? 0 : 3) + liberties[q] - 1] = 1.0f;
+            if (q == s.h->ko_point) cell[6] = 1.0f;
+        }
 }
 
 /* Area score, black minus white, komi not applied: stones plus empty regions whose border

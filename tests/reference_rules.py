@@ -349,3 +349,16 @@ class ReferenceGo:
         planes[:, :, 2 * history + 2] = 1.0 if me == BLACK else 0.0
         planes[:, :, 2 * history + 3] = 1.0
         return planes
+
+    def extra_features(self) -> np.ndarray:
+        """float32 (N, N, 7): the side to move's stones whose group has 1, 2, 3+ liberties,
+        the same for the opponent, and the simple-ko point (GoBatch(extra_features=True))."""
+        n = self.board_size
+        planes = np.zeros((n * n, 7), dtype=np.float32)
+        _, groups = self._groups()
+        for color, members, libs in groups:
+            channel = (0 if color == self.to_play else 3) + min(len(libs), 3) - 1
+            planes[members, channel] = 1.0
+        if self.ko_point is not None:
+            planes[self.ko_point, 6] = 1.0
+        return planes.reshape(n, n, 7)

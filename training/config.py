@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 
-from kernels.go_batch import BACKENDS
+from kernels.go_batch import BACKENDS, EXTRA_PLANES
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class Config:
     superko: bool = False
     max_moves: int = 0                 # 0 means 2 * board_size ** 2
     history: int = 1                   # previous positions in the net's input planes
+    # Input planes of each group's liberties (1, 2, 3+, both sides) and the ko point, 7 more
+    # (kernels/go_rules.h go_features); off: the stones, the side to move and a ones plane.
+    extra_features: bool = False
     # Where the rules of batched play (self-play, matches) run: "cpu" (C/OpenMP), "cuda"
     # (the CUDA kernels; refused at start without a device) or "auto" (CUDA when CuPy sees a
     # device, else the CPU). The net runs wherever TensorFlow finds a GPU, whatever this says.
@@ -114,7 +117,7 @@ class Config:
 
     @property
     def input_planes(self) -> int:
-        return 2 * (self.history + 1) + 2
+        return 2 * (self.history + 1) + 2 + (EXTRA_PLANES if self.extra_features else 0)
 
     @property
     def num_actions(self) -> int:
@@ -203,7 +206,7 @@ class Config:
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
-    SHAPE_FIELDS = ("board_size", "history", "blocks", "filters", "value_hidden", "aux_heads",
+    SHAPE_FIELDS = ("board_size", "history", "extra_features", "blocks", "filters", "value_hidden", "aux_heads",
                     "global_pooling")
 
     def incompatibilities(self, saved: "Config") -> list[str]:
