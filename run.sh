@@ -5,8 +5,14 @@
 # (see bp_tree.py): 0 finished, 2 refused (bad arguments, an incompatible run), 3 the run is
 # owned by another trainer, 4 a file-system fault, 5 damaged data, 130/143 interrupted. It
 # also gives up after MAX_FUTILE consecutive crashes that completed no iteration.
+# Without --preset a new run is 9x9 (the `9x9` preset, models/README.md); a resumed run keeps
+# its config.json whatever the preset.
 set -uo pipefail
 cd "$(dirname "$0")"
+case " $* " in
+    *" --preset "*|*" --preset="*) ;;
+    *) set -- --preset 9x9 "$@" ;;
+esac
 ./build.sh || exit 1
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 MAX_FUTILE=3

@@ -628,6 +628,21 @@ def test_run_sh_restarts_crashes_that_progress_and_gives_up_after_three_futile_o
     assert "3 times in a row without completing an iteration" in result.stderr
 
 
+@pytest.mark.parametrize("given, passed", [
+    ([], ["--preset", "9x9"]),
+    (["--run", "x"], ["--preset", "9x9", "--run", "x"]),
+    (["--preset", "tiny", "--run", "x"], ["--preset", "tiny", "--run", "x"]),
+    (["--run", "x", "--preset=cpu"], ["--run", "x", "--preset=cpu"]),
+])
+def test_run_sh_trains_the_9x9_preset_unless_told_another(tmp_path, given, passed):
+    stand_in = STAND_IN + "(here / 'argv.txt').write_text(repr(sys.argv[1:]))\nsys.exit(0)\n"
+    project = fake_project(tmp_path, stand_in)
+    result = subprocess.run(["bash", "run.sh", *given], cwd=project, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (project / "argv.txt").read_text() == repr(passed)
+
+
 def test_run_naming_a_file_is_refused_in_one_line(tmp_path):
     target = tmp_path / "a_file"
     target.write_text("precious\n")

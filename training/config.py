@@ -292,17 +292,14 @@ PRESETS = {
                    replay_window=1024, min_replay=32, eval_games_random=8, eval_simulations=2,
                    sgf_samples=1, temperature_moves=2, gnugo_every=0, gnugo_level=0,
                    gnugo_games=4, previous_games=4),
-    # 9x9, the smallest board people play. Net 4x48: on the 2-core machine (under a load of
-    # 3-5) a batch of 128 took 27 ms against 43 ms for 6x64 and 8 ms for 3x32, so it gets
-    # 1.6x the positions of 6x64 per CPU-hour with 2.2x the capacity of the 3x32 that reached
-    # 35-40% against GNU Go levels 0-1 after 66 minutes. Dirichlet alpha ~ 10 / legal moves.
-    # Matches: 32 simulations, 16 games against random, GNU Go every 5 iterations climbing
-    # from level 0.
-    "9x9": Config(board_size=9, blocks=4, filters=48, value_hidden=64, simulations=64,
-                  dirichlet_alpha=0.15, temperature_moves=10, num_games=128,
-                  positions_per_iteration=8192, replay_window=120000, min_replay=4096,
-                  learning_rates=((0, 0.02), (60000, 0.01), (200000, 0.003)),
-                  eval_games_random=16, eval_simulations=32, gnugo_every=5, gnugo_level=0,
+    # 9x9, the smallest board people play, and ./run.sh's default (models/README.md). The
+    # cpu preset's 3x32 net at 48 simulations: on the 2-core machine it went from 0% to 20-30%
+    # against GNU Go level 0 (20 games at 48 simulations) in its first 0.5-0.8 CPU-hours,
+    # while a 4x48 net at 64 simulations played 2.5x fewer positions per CPU-hour and won no
+    # game against level 0 in 1.2 CPU-hours. Dirichlet alpha ~ 10 / legal moves; matches at
+    # the self-play budget, GNU Go every 10 iterations climbing from level 0.
+    "9x9": Config(board_size=9, dirichlet_alpha=0.15, temperature_moves=10,
+                  eval_games_random=16, eval_simulations=48, gnugo_every=10, gnugo_level=0,
                   gnugo_games=20, previous_games=20),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
