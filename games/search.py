@@ -101,11 +101,12 @@ class SearchingGames:
     """`num_games` games under `config`'s rules and search settings. `simulations` is the
     tree's budget per move (default config.simulations); `think` may stop a search earlier.
     `search` replaces the BatchedMCTS built from the settings by another object with its
-    interface and batch size (the tests' reference search)."""
+    interface and batch size (the tests' reference search). `forced_playouts`: KataGo's k at
+    the roots (self-play passes config.forced_playouts; play and matches search plainly)."""
 
     def __init__(self, config: Config, num_games: int, evaluator: Evaluator, *,
                  simulations: int | None = None, seed: int = 0, num_threads: int = 0,
-                 search=None):
+                 search=None, forced_playouts: float = 0.0):
         self.num_games = num_games
         self.board_size = n = config.board_size
         self.history = config.history
@@ -113,7 +114,8 @@ class SearchingGames:
         self.evaluator = evaluator
         self.search = search if search is not None else BatchedMCTS(
             num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
-            fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed)
+            fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed,
+            forced_playouts=forced_playouts)
         self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
                           backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,

@@ -72,7 +72,9 @@ class SelfPlay:
         games = config.num_games
         length = config.resolved_max_moves
         n = config.board_size
-        self.driver = SearchingGames(config, games, evaluator, seed=seed, num_threads=num_threads)
+        # Forced playouts are for self-play's training targets only (matches search plainly).
+        self.driver = SearchingGames(config, games, evaluator, seed=seed, num_threads=num_threads,
+                                     forced_playouts=config.forced_playouts)
         self.rng = np.random.default_rng(seed + 1)
         self.planes = np.zeros((games, length, n, n, config.input_planes), np.uint8)
         self.policy = np.zeros((games, length, config.num_actions), np.float32)

@@ -105,6 +105,7 @@ typedef struct {
     int adaptive;    /* fall back to one thread while the team stalls (adaptive_threads.h) */
     AdaptStats regions[3]; /* select, expand_and_backup, advance */
     double c_puct, fpu_reduction, virtual_loss;
+    double forced_playouts; /* KataGo's k: see select_edge; 0 = off */
     int busy; /* set while a method runs without the GIL: a second thread gets an error */
 
     Node *nodes; /* [B, M] */
@@ -252,8 +253,34 @@ static inline int better(double score, const Edge *edge, double best_score, cons
             (edge->prior > best->prior || (edge->prior == best->prior && edge->action < best->action)));
 }
 
-static int32_t select_edge(const TreeObject *t, const GameView *v, const Node *node)
+/*
+ * Forced playouts (KataGo, Wu 2019), at a root when forced_playouts k > 0: a tried child whose
+ * visits (in flight included) are below sqrt(k * P * N_children) is taken before PUCT is asked,
+ * the highest prior first (ties to the lower action), so that moves the noise promotes get
+ * looked at; policy targets then subtract those visits again (BatchedMCTS.policy_targets).
+ * Untried children are left to PUCT, as KataGo leaves children without a node.
+ */
+static int32_t forced_edge(const TreeObject *t, const GameView *v, const Node *node)
 {
+    const Edge *edges = v->edge + node->first_edge;
+    const double children = (double)(node->visits - 1 + node->pending - 1);
+    int32_t best = -1;
+    for (int32_t i = 0; i < node->tried; i++) {
+        const Edge *e = &edges[i];
+        const int32_t n = e->visits + (e->child == NO_NODE ? 0 : v->node[e->child].pending);
+        if ((double)n * (double)n < t->forced_playouts * (double)e->prior * children &&
+            (best < 0 || better(0.0, e, 0.0, &edges[best])))
+            best = i;
+    }
+    return best < 0 ? -1 : node->first_edge + best;
+}
+
+static int32_t select_edge(const TreeObject *t, const GameView *v, const Node *node, int at_root)
+{
+    if (at_root && t->forced_playouts > 0.0) {
+        const int32_t forced = forced_edge(t, v, node);
+        if (forced >= 0) return forced;
+    }
     const Edge *edges = v->edge + node->first_edge;
     const int32_t tried = node->tried;
     const int32_t in_flight = node->pending - 1; /* other than the current selection */
@@ -320,7 +347,7 @@ static int32_t select_game(TreeObject *t, Py_ssize_t g, int32_t wanted, int32_t 
                 t->pending_leaves[g]++;
                 break;
             }
-            const int32_t e = select_edge(t, &v, node);
+            const int32_t e = select_edge(t, &v, node, id == t->root[g]);
             int32_t child = v.edge[e].child;
             if (child == NO_NODE) {
                 if (t->free_count[g] == 0) {
@@ -1143,13 +1170,15 @@ static int tree_init(TreeObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"batch_size",    "num_actions",  "max_nodes",   "max_edges", "reuse_budget",
                                "c_puct",        "fpu_reduction", "virtual_loss", "num_threads", "adaptive",
-                               NULL};
+                               "forced_playouts", NULL};
     int batch, num_actions, max_nodes, max_edges, reuse_budget, num_threads, adaptive = 1;
-    double c_puct, fpu_reduction, virtual_loss;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiiidddi|p", keywords, &batch, &num_actions, &max_nodes,
+    double c_puct, fpu_reduction, virtual_loss, forced_playouts = 0.0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "iiiiidddi|pd", keywords, &batch, &num_actions, &max_nodes,
                                      &max_edges, &reuse_budget, &c_puct, &fpu_reduction, &virtual_loss,
-                                     &num_threads, &adaptive))
+                                     &num_threads, &adaptive, &forced_playouts))
         return -1;
+    if (!(forced_playouts >= 0.0 && isfinite(forced_playouts)))
+        return fail(PyExc_ValueError, "forced_playouts must be finite and >= 0, got %g", forced_playouts);
     if (self->nodes != NULL) return fail(PyExc_RuntimeError, "Tree is already initialised");
     if (batch < 1) return fail(PyExc_ValueError, "batch_size must be >= 1, got %d", batch);
     if (num_actions < 1 || num_actions > MAX_ACTIONS)
@@ -1180,6 +1209,7 @@ static int tree_init(TreeObject *self, PyObject *args, PyObject *kwargs)
     self->c_puct = c_puct;
     self->fpu_reduction = fpu_reduction;
     self->virtual_loss = virtual_loss;
+    self->forced_playouts = forced_playouts;
     const Py_ssize_t nodes = (Py_ssize_t)batch * max_nodes, edges = (Py_ssize_t)batch * max_edges;
     if (allocate(&self->nodes, nodes, sizeof(Node)) || allocate(&self->edges, edges, sizeof(Edge)) ||
         allocate(&self->root, batch, 4) || allocate(&self->free_list, nodes, 4) ||

@@ -131,7 +131,7 @@ class BatchedMCTS:
                  reuse_budget: int | None = None, c_puct: float = 1.25,
                  fpu_reduction: float = 0.25, virtual_loss: float = 1.0,
                  edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0,
-                 adaptive_threads: bool = True):
+                 adaptive_threads: bool = True, forced_playouts: float = 0.0):
         batch_size = _positive_int(batch_size, "batch_size")
         num_actions = _positive_int(num_actions, "num_actions")
         if num_actions > _mcts.MAX_ACTIONS:
@@ -146,6 +146,8 @@ class BatchedMCTS:
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
         if not np.isfinite(fpu_reduction):
             raise ValueError(f"fpu_reduction must be finite, got {fpu_reduction!r}")
+        if not (np.isfinite(forced_playouts) and forced_playouts >= 0):
+            raise ValueError(f"forced_playouts must be finite and >= 0, got {forced_playouts!r}")
         num_threads = _positive_int(num_threads, "num_threads", minimum=0, maximum=1024)
         self.batch_size = batch_size
         self.num_actions = num_actions
@@ -158,9 +160,11 @@ class BatchedMCTS:
         self.c_puct = float(c_puct)
         self.fpu_reduction = float(fpu_reduction)
         self.virtual_loss = float(virtual_loss)
+        # KataGo's forced playouts at the roots (the C tree's forced_edge): k, 0 = off.
+        self.forced_playouts = float(forced_playouts)
         self._tree = _mcts.Tree(batch_size, num_actions, self.max_nodes, self.max_edges,
                                 reuse_budget, self.c_puct, self.fpu_reduction, self.virtual_loss,
-                                num_threads, bool(adaptive_threads))
+                                num_threads, bool(adaptive_threads), self.forced_playouts)
         self.num_threads = self._tree.num_threads
         self._rng = np.random.default_rng(seed)
         self._all_games = np.ones(batch_size, dtype=np.bool_)
@@ -333,9 +337,12 @@ class BatchedMCTS:
 
     def policy_targets(self, games=None) -> np.ndarray:
         """Visit distributions of the roots, float32 (B, A); the priors where a root has no
-        visits; zero rows for games not chosen or with unexpanded roots."""
+        visits; zero rows for games not chosen or with unexpanded roots. With forced
+        playouts, the visits they forced are taken out first (`pruned_visits`)."""
         stats = self.root_statistics()
         visits = stats.visits.astype(np.float32)
+        if self.forced_playouts > 0:
+            visits = pruned_visits(stats, self.c_puct, self.forced_playouts)
         total = visits.sum(axis=1, keepdims=True)
         targets = np.where(total > 0, visits / np.maximum(total, 1), stats.priors)
         targets[~self._mask(games)] = 0
@@ -502,3 +509,30 @@ def _bool_array(values, name: str, shape: tuple) -> np.ndarray:
         raise ValueError(f"{name} must be a bool array of shape {shape}, got dtype "
                          f"{array.dtype} shape {array.shape}")
     return np.ascontiguousarray(array)
+
+
+def pruned_visits(stats: RootStatistics, c_puct: float, k: float) -> np.ndarray:
+    """Policy target pruning (KataGo, Wu 2019): float32 (B, A) root visits without the ones
+    forced playouts (factor k) added. The most visited child c* keeps its visits; any other
+    child c gives back up to sqrt(k * P(c) * N) visits (N: all children's), but no more than
+    keeps its PUCT score below c*'s, Q + c_puct * P * sqrt(N) / (1 + n); a child left with
+    at most one visit is dropped."""
+    visits = stats.visits.astype(np.float64)
+    total = visits.sum(axis=1, keepdims=True)
+    rows = np.arange(len(visits))
+    # The most visited child, ties to the higher prior, then the lower action (choose_actions).
+    order = np.lexsort((-np.arange(visits.shape[1])[None, :].repeat(len(visits), 0),
+                        stats.priors, visits), axis=1)
+    best = order[:, -1]
+    exploration = c_puct * stats.priors * np.sqrt(total)
+    best_score = (stats.q[rows, best] + exploration[rows, best] / (1 + visits[rows, best]))[:, None]
+    gap = best_score - stats.q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Fewest visits at which c's score stays below c*'s; where Q(c) >= c*'s score none do.
+        floor_visits = np.where(gap > 0, exploration / gap - 1, visits)
+    pruned = np.maximum(visits - np.sqrt(k * stats.priors * total), floor_visits)
+    pruned = np.clip(pruned, 0, visits)
+    pruned[pruned <= 1] = 0
+    pruned[rows, best] = visits[rows, best]
+    return np.where(visits > 0, pruned, 0).astype(np.float32)
+

@@ -63,7 +63,8 @@ class ReferenceMCTS:
     def __init__(self, batch_size: int, num_actions: int, num_simulations: int, *,
                  reuse_budget: int | None = None, c_puct: float = 1.25,
                  fpu_reduction: float = 0.25, virtual_loss: float = 1.0,
-                 edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0):
+                 edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0,
+                 forced_playouts: float = 0.0):
         self.batch_size = batch_size
         self.num_actions = num_actions
         self.num_simulations = num_simulations
@@ -74,6 +75,7 @@ class ReferenceMCTS:
         self.c_puct = c_puct
         self.fpu_reduction = fpu_reduction
         self.virtual_loss = virtual_loss
+        self.forced_playouts = forced_playouts
         self.trees = [GameTree(self.max_nodes) for _ in range(batch_size)]
 
     def _games(self, games) -> list[int]:
@@ -86,7 +88,27 @@ class ReferenceMCTS:
 
     # ------------------------------------------------------------------ the search itself
 
+    def _forced_action(self, node: Node):
+        """KataGo's forced playouts at a root: among children that have had a node, one whose
+        visits (in flight included) n satisfy n^2 < k * P * (children's visits), the highest
+        prior first, then the lower action; None if there is none."""
+        children = node.visits - 1 + node.pending - 1
+        best_action, best_key = None, None
+        for action, edge in node.edges.items():
+            if not edge.tried:
+                continue
+            n = edge.visits + (edge.child.pending if edge.child is not None else 0)
+            if n * n < self.forced_playouts * edge.prior * children:
+                key = (edge.prior, -action)
+                if best_key is None or key > best_key:
+                    best_action, best_key = action, key
+        return best_action
+
     def _score_edges(self, node: Node) -> int:
+        if node.parent is None and self.forced_playouts > 0:
+            forced = self._forced_action(node)
+            if forced is not None:
+                return forced
         in_flight = node.pending - 1
         parent_q = node.value_sum / node.visits
         fpu = min(1.0, max(-1.0, parent_q - self.fpu_reduction))

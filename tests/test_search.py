@@ -187,6 +187,52 @@ def test_same_visits_and_q_as_reference(options):
               check=lambda drivers: assert_same_search(*searches))
 
 
+@pytest.mark.parametrize("leaves", [1, 4])
+def test_forced_playouts_same_as_reference_and_they_force(leaves):
+    # Noise promotes moves PUCT would leave alone: forced playouts visit them sqrt(k P N)
+    # times. The C tree and the reference must agree exactly, with and without virtual loss.
+    searches = make_pair(4, 12, 48, reuse_budget=48, forced_playouts=2.0)
+    play_both(searches, PathEvaluator(12, seed=3), moves=6, noise_seed=5, leaves=leaves,
+              check=lambda drivers: assert_same_search(*searches))
+    # What forcing is for: a visited root child keeps n^2 >= k P N (N: the children's visits),
+    # unless it was first tried in the last simulations; without it low-visit children fall
+    # far below. Count the games whose every visited child is so served.
+    def served(k):
+        pair = make_pair(4, 12, 48, reuse_budget=48, forced_playouts=k)
+        before_move = []
+        play_both(pair, PathEvaluator(12, seed=3), moves=1, noise_seed=5, leaves=leaves,
+                  check=lambda drivers: before_move.append(drivers[0].search.root_statistics()))
+        stats = before_move[0]
+        children = stats.visits.sum(axis=1, keepdims=True)
+        short = (stats.visits > 0) & (stats.visits ** 2 < 2.0 * stats.priors * children)
+        return int((~short.any(axis=1)).sum())
+    assert served(2.0) >= 3 > served(0.0)
+
+
+def test_policy_target_pruning_matches_a_hand_computation():
+    from py_util.mcts import RootStatistics, pruned_visits
+    # One root: N = 100 children's visits, c_puct 1, k 2. Child 0 is the most visited.
+    visits = np.array([[60, 20, 12, 2, 6, 0]], np.int32)
+    q = np.array([[0.5, 0.1, 0.45, 0.0, 0.6, 0.0]], np.float32)
+    priors = np.array([[0.4, 0.2, 0.1, 0.05, 0.05, 0.2]], np.float32)
+    stats = RootStatistics(visits, q, priors, np.ones((1, 6), bool))
+    got = pruned_visits(stats, c_puct=1.0, k=2.0)[0]
+    sqrt_n = 10.0
+    best_score = 0.5 + 0.4 * sqrt_n / 61
+    want = []
+    for n, qc, p in zip(visits[0, 1:], q[0, 1:], priors[0, 1:]):
+        forced = np.sqrt(2.0 * p * 100)
+        keep = n - forced                       # give back the forced visits...
+        if best_score > qc:                     # ...but stay below the best child's score
+            keep = max(keep, p * sqrt_n / (best_score - qc) - 1)
+        else:
+            keep = n                            # its Q alone beats the best: nothing forced
+        keep = min(max(keep, 0.0), n)
+        want.append(0.0 if keep <= 1 else keep)
+    np.testing.assert_allclose(got, [60.0, *want], rtol=1e-6)
+    assert got[5] == 0 and got[4] == 6         # unvisited stays 0; Q 0.6 > best score keeps all
+
+
 def test_same_as_reference_with_virtual_loss():
     searches = make_pair(4, 10, 48, virtual_loss=1.0)
     drivers = play_both(searches, PathEvaluator(10, seed=2), moves=6, leaves=6,

@@ -62,6 +62,11 @@ class Config:
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
     # and a young net cannot learn to pass its way through self-play (it did: see the notes).
     sensible_moves_only: bool = True
+    # Forced playouts with policy target pruning (KataGo, Wu 2019), in self-play only: a root
+    # child below sqrt(k * prior * visits) visits is searched first, and those visits are
+    # taken out of its policy target again (py_util/mcts.py pruned_visits). k; 0 is off
+    # (KataGo uses 2).
+    forced_playouts: float = 0.0
     # Playout cap randomization (KataGo, Wu 2019): each self-play move gets the full search
     # (`simulations`, root noise) with probability full_search_share, else a fast search
     # (`fast_simulations`, no noise); only fully searched positions become training positions.
@@ -188,7 +193,7 @@ class Config:
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
-            ("play_simulations", 0, 100_000), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
+            ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
         ]
 
     def to_json(self) -> str:
