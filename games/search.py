@@ -30,6 +30,7 @@ import numpy as np
 
 from kernels import GoBatch
 from py_util import BatchedMCTS
+from py_util.gumbel import GumbelRoots
 from training.config import Config
 
 Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -102,11 +103,13 @@ class SearchingGames:
     tree's budget per move (default config.simulations); `think` may stop a search earlier.
     `search` replaces the BatchedMCTS built from the settings by another object with its
     interface and batch size (the tests' reference search). `forced_playouts`: KataGo's k at
-    the roots (self-play passes config.forced_playouts; play and matches search plainly)."""
+    the roots; `gumbel_considered` > 0: `think` chooses root actions by Gumbel sequential
+    halving (py_util/gumbel.py) and `gumbel` holds the move and policy target it found
+    (self-play passes config's values; play and matches search plainly)."""
 
     def __init__(self, config: Config, num_games: int, evaluator: Evaluator, *,
                  simulations: int | None = None, seed: int = 0, num_threads: int = 0,
-                 search=None, forced_playouts: float = 0.0):
+                 search=None, forced_playouts: float = 0.0, gumbel_considered: int = 0):
         self.num_games = num_games
         self.board_size = n = config.board_size
         self.history = config.history
@@ -121,6 +124,8 @@ class SearchingGames:
                           max_moves=config.resolved_max_moves, history_length=config.history,
                           extra_features=config.extra_features, seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
+        self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
+                       if gumbel_considered > 0 else None)
         self.evaluations = 0
 
     def node_slots(self, game, node) -> np.ndarray:
@@ -193,11 +198,22 @@ class SearchingGames:
         if games.any():
             self._expand_roots(games)
             noisy = games & np.asarray(noise, dtype=bool)
-            if noisy.any() and self.settings.noise_fraction > 0:
+            root_actions = None
+            if self.gumbel is not None:
+                # Gumbel noise is the exploration: no Dirichlet noise on top.
+                search = self.search
+                values = np.zeros(self.num_games)
+                for g in np.flatnonzero(games & ~search.terminal_roots):
+                    values[g] = search.node_info(int(g), int(search.root_nodes[g])).value
+                self.gumbel.start(search, games, noisy, values,
+                                  simulations or self.settings.simulations)
+                root_actions = lambda: self.gumbel.root_actions(search)  # noqa: E731
+            elif noisy.any() and self.settings.noise_fraction > 0:
                 self.search.add_root_noise(self.settings.dirichlet_alpha,
                                            self.settings.noise_fraction, games=noisy)
             self.search.run(self._evaluate_leaves, games=games, simulation_limit=simulations,
-                            num_leaves_per_game=self.settings.leaves_per_game)
+                            num_leaves_per_game=self.settings.leaves_per_game,
+                            root_actions=root_actions)
         return self.search.root_statistics()
 
     def play(self, actions: np.ndarray, games=None) -> None:

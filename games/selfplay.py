@@ -14,6 +14,9 @@ also get the auxiliary targets (replay_buffer.py): the final position's area own
 (games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
 to_play; a resigned game has no final position, so its positions are marked not final.
 
+With Gumbel root selection (config.gumbel_considered > 0) the move and the policy target
+come from py_util/gumbel.py instead of visit counts and temperature.
+
 Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
 search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
 games first search to the fast budget in one batch, then the full ones go on to the full
@@ -74,7 +77,8 @@ class SelfPlay:
         n = config.board_size
         # Forced playouts are for self-play's training targets only (matches search plainly).
         self.driver = SearchingGames(config, games, evaluator, seed=seed, num_threads=num_threads,
-                                     forced_playouts=config.forced_playouts)
+                                     forced_playouts=config.forced_playouts,
+                                     gumbel_considered=config.gumbel_considered)
         self.rng = np.random.default_rng(seed + 1)
         self.planes = np.zeros((games, length, n, n, config.input_planes), np.uint8)
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
@@ -159,13 +163,18 @@ class SelfPlay:
         rows = np.arange(config.num_games)
         self.full[rows, move_number] = full
         self.planes[rows, move_number] = go.to_numpy(go.features(config.history).astype(np.uint8))
-        self.policy[rows, move_number] = driver.search.policy_targets()
         to_play = go.to_numpy(go.to_play())
         self.to_play[rows, move_number] = to_play
-        sampled = move_number < 2 * config.temperature_moves
-        actions = driver.search.choose_actions(0.0)
-        if sampled.any():
-            actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
+        if driver.gumbel is not None:
+            # The Gumbel draw samples the move; its target is the improved policy.
+            self.policy[rows, move_number] = driver.gumbel.policy_targets(driver.search)
+            actions = driver.gumbel.actions(driver.search)
+        else:
+            self.policy[rows, move_number] = driver.search.policy_targets()
+            sampled = move_number < 2 * config.temperature_moves
+            actions = driver.search.choose_actions(0.0)
+            if sampled.any():
+                actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
         self.moves[rows, move_number] = actions
         self.version[rows, move_number] = self.weights_version
         resigning = np.zeros(config.num_games, bool)

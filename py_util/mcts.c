@@ -314,10 +314,41 @@ static int32_t select_edge(const TreeObject *t, const GameView *v, const Node *n
     return node->first_edge + best;
 }
 
+static int32_t find_edge(const GameView *v, const Node *node, int32_t action)
+{
+    const int32_t end = node->first_edge + node->num_edges;
+    for (int32_t e = node->first_edge; e < end; e++)
+        if (v->edge[e].action == action) return e;
+    return NO_EDGE;
+}
+
+/* The root edge of `action` (a legal action of the expanded root, checked by the caller) as
+ * the edge a selection takes. An untried edge first swaps places with the untried candidate
+ * (only action and prior move, see promote_best_untried), so the block stays [tried | untried]
+ * and the first try below makes it tried and promotes the best of the rest as usual. */
+static int32_t chosen_root_edge(GameView *v, const Node *root, int32_t action)
+{
+    const int32_t e = find_edge(v, root, action), candidate = root->first_edge + root->tried;
+    if (e > candidate) {
+        Edge *a = &v->edge[e], *b = &v->edge[candidate];
+        const int16_t act = a->action;
+        const float prior = a->prior;
+        a->action = b->action;
+        a->prior = b->prior;
+        b->action = act;
+        b->prior = prior;
+        return candidate;
+    }
+    return e;
+}
+
 /* Up to `wanted` selections from game g's root. Leaves needing evaluation are written to the
- * out arrays (returns how many); terminal leaves are backed up at once. */
+ * out arrays (returns how many); terminal leaves are backed up at once. `root_action` >= 0
+ * sends every selection of this call through that root action (Gumbel root selection, chosen
+ * by the caller); -1 lets PUCT (and forced playouts) choose. */
 static int32_t select_game(TreeObject *t, Py_ssize_t g, int32_t wanted, int32_t simulation_limit,
-                           int64_t *out_parent, int64_t *out_action, int64_t *out_node)
+                           int32_t root_action, int64_t *out_parent, int64_t *out_action,
+                           int64_t *out_node)
 {
     GameView v = game_view(t, g);
     int32_t found = 0;
@@ -347,7 +378,9 @@ static int32_t select_game(TreeObject *t, Py_ssize_t g, int32_t wanted, int32_t 
                 t->pending_leaves[g]++;
                 break;
             }
-            const int32_t e = select_edge(t, &v, node, id == t->root[g]);
+            const int at_root = id == t->root[g];
+            const int32_t e = at_root && root_action >= 0 ? chosen_root_edge(&v, node, root_action)
+                                                          : select_edge(t, &v, node, at_root);
             int32_t child = v.edge[e].child;
             if (child == NO_NODE) {
                 if (t->free_count[g] == 0) {
@@ -415,14 +448,6 @@ static void expand_node(TreeObject *t, Py_ssize_t g, GameView *v, int32_t id, co
         }
     }
     backup(v, id, value, in_flight);
-}
-
-static int32_t find_edge(const GameView *v, const Node *node, int32_t action)
-{
-    const int32_t end = node->first_edge + node->num_edges;
-    for (int32_t e = node->first_edge; e < end; e++)
-        if (v->edge[e].action == action) return e;
-    return NO_EDGE;
 }
 
 /* Make the child reached by `action` the root of game g (a fresh root if it has no node). Keeps
@@ -633,18 +658,20 @@ static PyObject *tree_reset_unguarded(TreeObject *self, PyObject *args)
 }
 GUARDED(tree_reset)
 
-/* select(max_leaves, simulation_limit, games, out_game, out_parent, out_action, out_node) ->
- * (count, active): the leaves are packed at the front of the out arrays (B * max_leaves items
- * each, game-major); `active` counts selected games that can still run simulations. */
+/* select(max_leaves, simulation_limit, games, out_game, out_parent, out_action, out_node
+ * [, root_actions]) -> (count, active): the leaves are packed at the front of the out arrays
+ * (B * max_leaves items each, game-major); `active` counts selected games that can still run
+ * simulations. root_actions: int64 [B] or None, see select_game; each chosen game's action
+ * must be -1 or a legal action of its expanded root. */
 static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
 {
     int max_leaves, simulation_limit;
-    PyObject *objects[5];
-    Buffer mask = {0}, out[4];
+    PyObject *objects[5], *root_object = Py_None;
+    Buffer mask = {0}, out[4], roots = {0};
     memset(out, 0, sizeof(out));
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "iiOOOOO", &max_leaves, &simulation_limit, &objects[0], &objects[1],
-                          &objects[2], &objects[3], &objects[4]))
+    if (!PyArg_ParseTuple(args, "iiOOOOO|O", &max_leaves, &simulation_limit, &objects[0], &objects[1],
+                          &objects[2], &objects[3], &objects[4], &root_object))
         return NULL;
     const Py_ssize_t batch = self->batch_size;
     if (max_leaves < 1 || max_leaves > self->max_nodes) {
@@ -656,6 +683,11 @@ static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
     static const char *const out_names[4] = {"out_game", "out_parent", "out_action", "out_node"};
     for (int i = 0; i < 4; i++)
         if (borrow(objects[1 + i], &out[i], 1, KIND_INT64, batch * max_leaves, out_names[i]) < 0) goto done;
+    const int64_t *root_action = NULL;
+    if (root_object != Py_None) {
+        if (borrow(root_object, &roots, 0, KIND_INT64, batch, "root_actions") < 0) goto done;
+        root_action = roots.view.buf;
+    }
     const uint8_t *selected = mask.view.buf;
     for (Py_ssize_t g = 0; g < batch; g++) {
         if (!selected[g]) continue;
@@ -671,6 +703,15 @@ static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
             PyErr_Format(PyExc_ValueError, "game %zd: the root is not expanded; call expand_roots() first", g);
             goto done;
         }
+        if (root_action != NULL && root_action[g] != -1 && state == NODE_EXPANDED) {
+            const GameView v = game_view(self, g);
+            if (root_action[g] < 0 || root_action[g] >= self->num_actions ||
+                find_edge(&v, root_node(self, g), (int32_t)root_action[g]) == NO_EDGE) {
+                PyErr_Format(PyExc_ValueError, "game %zd: root action %lld is not a legal action of its root",
+                             g, (long long)root_action[g]);
+                goto done;
+            }
+        }
     }
     int64_t *game = out[0].view.buf, *parent = out[1].view.buf, *action = out[2].view.buf,
             *node = out[3].view.buf;
@@ -678,8 +719,9 @@ static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     FOR_GAMES(self, REGION_SELECT, batch >= PARALLEL_MIN_GAMES, g, {
         const Py_ssize_t at = g * max_leaves;
-        self->leaf_count[g] = selected[g] ? select_game(self, g, max_leaves, simulation_limit, parent + at,
-                                                        action + at, node + at)
+        self->leaf_count[g] = selected[g] ? select_game(self, g, max_leaves, simulation_limit,
+                                                        root_action ? (int32_t)root_action[g] : -1,
+                                                        parent + at, action + at, node + at)
                                           : 0;
     });
     for (Py_ssize_t g = 0; g < batch; g++) {
@@ -698,6 +740,7 @@ static PyObject *tree_select_unguarded(TreeObject *self, PyObject *args)
 done:
     for (int i = 0; i < 4; i++) release(&out[i]);
     release(&mask);
+    release(&roots);
     return result;
 }
 GUARDED(tree_select)
@@ -804,9 +847,13 @@ static void abandon_leaf(TreeObject *t, Py_ssize_t g, int32_t id)
     Node *parent = &v.node[leaf->parent];
     Edge *edge = &v.edge[parent->first_edge + leaf->edge];
     edge->child = NO_NODE;
-    /* Its first try moved it into the tried part: give the place back (it is still the best
-     * untried edge; the order of the others does not matter, see the top). */
-    if (leaf->edge == parent->tried - 1 && edge->visits == 0) parent->tried--;
+    /* Its first try moved it into the tried part: give the place back; a root action chosen
+     * by the caller need not be the best untried edge, so the candidate is found again (the
+     * order of the others does not matter, see the top). */
+    if (leaf->edge == parent->tried - 1 && edge->visits == 0) {
+        parent->tried--;
+        promote_best_untried(&v, parent);
+    }
     leaf->state = NODE_FREE;
     leaf->parent = NO_NODE;
     leaf->pending = 0;

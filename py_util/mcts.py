@@ -179,26 +179,32 @@ class BatchedMCTS:
     # ------------------------------------------------------------------ the simulation step
 
     def select(self, num_leaves_per_game: int = 1, games=None,
-               simulation_limit: int | None = None) -> Leaves:
+               simulation_limit: int | None = None, root_actions=None) -> Leaves:
         """Select up to `num_leaves_per_game` leaves in each chosen game that has simulations
         left this move (`simulation_limit`, default num_simulations) and room to grow.
+        `root_actions` (int (B,), or None): game g's selections leave its root by action
+        root_actions[g] instead of PUCT's choice (Gumbel root selection decides them outside
+        the tree, py_util/gumbel.py); -1 leaves that game to PUCT. Each other value must be a
+        legal action of the game's expanded root.
 
         Every returned leaf must be passed to `expand_and_backup` (or, when it cannot be
         evaluated, to `abandon`) before the next `select` or `advance`. Selections reaching a terminal node are backed up at once and not returned;
         with several leaves per game, a selection reaching a leaf already returned in this call
         is dropped (counted in `collision_counts`). Every root must be expanded.
         """
-        return self._select(num_leaves_per_game, games, simulation_limit)[0]
+        return self._select(num_leaves_per_game, games, simulation_limit, root_actions)[0]
 
-    def _select(self, num_leaves_per_game, games, simulation_limit):
+    def _select(self, num_leaves_per_game, games, simulation_limit, root_actions=None):
         leaves_per_game = _positive_int(num_leaves_per_game, "num_leaves_per_game")
         out = self._select_out.get(leaves_per_game)
         if out is None:
             out = tuple(np.empty(self.batch_size * leaves_per_game, dtype=np.int64)
                         for _ in range(4))
             self._select_out[leaves_per_game] = out
+        if root_actions is not None:
+            root_actions = _index_array(root_actions, "root_actions", self.batch_size)
         count, active = self._tree.select(leaves_per_game, self._limit(simulation_limit),
-                                          self._mask(games), *out)
+                                          self._mask(games), *out, root_actions)
         return Leaves(*(array[:count].copy() for array in out)), active
 
     def expand_and_backup(self, game, node, priors, legal, values, terminal=None) -> None:
@@ -243,13 +249,17 @@ class BatchedMCTS:
         self._tree.expand_roots(self._mask(games), priors, legal, values, terminal)
 
     def run(self, evaluate: Callable[[Leaves], Evaluation | tuple], num_leaves_per_game: int = 1,
-            games=None, simulation_limit: int | None = None) -> int:
+            games=None, simulation_limit: int | None = None,
+            root_actions: Callable[[], np.ndarray] | None = None) -> int:
         """Run simulation steps until the chosen games are done for this move.
         `evaluate(leaves)` returns (priors, legal, values, terminal) for the leaves (see
-        `Evaluation`). Returns the number of leaves evaluated."""
+        `Evaluation`). `root_actions()`, if given, is asked before each step for the root
+        actions of that step's selections (see `select`). Returns the number of leaves
+        evaluated."""
         evaluated = 0
         while True:
-            leaves, active = self._select(num_leaves_per_game, games, simulation_limit)
+            leaves, active = self._select(num_leaves_per_game, games, simulation_limit,
+                                          None if root_actions is None else root_actions())
             if len(leaves.game):
                 try:
                     priors, legal, values, terminal = evaluate(leaves)

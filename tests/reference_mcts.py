@@ -147,7 +147,8 @@ class ReferenceMCTS:
             tree.overflows += 1
         tree.full = True
 
-    def _select_game(self, g: int, wanted: int, limit: int, found: list) -> None:
+    def _select_game(self, g: int, wanted: int, limit: int, found: list,
+                     root_action: int = -1) -> None:
         tree = self.trees[g]
         if tree.root.state != EXPANDED:
             return
@@ -170,7 +171,10 @@ class ReferenceMCTS:
                     tree.simulations += 1
                     tree.pending_leaves += 1
                     break
-                action = self._score_edges(node)
+                if node.parent is None and root_action >= 0:
+                    action = root_action
+                else:
+                    action = self._score_edges(node)
                 edge = node.edges[action]
                 if edge.child is None:
                     if not tree.free:
@@ -187,13 +191,15 @@ class ReferenceMCTS:
                 node = edge.child
 
     def select(self, num_leaves_per_game: int = 1, games=None,
-               simulation_limit: int | None = None) -> Leaves:
+               simulation_limit: int | None = None, root_actions=None) -> Leaves:
         limit = self.num_simulations if simulation_limit is None else simulation_limit
         found: list[tuple[int, int, int, int]] = []
         for g in self._games(games):
             assert self.trees[g].pending_leaves == 0
             assert self.trees[g].root.state in (EXPANDED, TERMINAL)
-            self._select_game(g, num_leaves_per_game, limit, found)
+            root_action = -1 if root_actions is None else int(root_actions[g])
+            assert root_action == -1 or root_action in self.trees[g].root.edges
+            self._select_game(g, num_leaves_per_game, limit, found, root_action)
         columns = np.array(found, dtype=np.int64).reshape(len(found), 4)
         return Leaves(*(columns[:, i].copy() for i in range(4)))
 
@@ -237,10 +243,11 @@ class ReferenceMCTS:
                          bool(terminal[g]), 0)
 
     def run(self, evaluate, num_leaves_per_game: int = 1, games=None,
-            simulation_limit: int | None = None) -> int:
+            simulation_limit: int | None = None, root_actions=None) -> int:
         evaluated = 0
         while not self.done(games, simulation_limit):
-            leaves = self.select(num_leaves_per_game, games, simulation_limit)
+            leaves = self.select(num_leaves_per_game, games, simulation_limit,
+                                 None if root_actions is None else root_actions())
             if len(leaves.game):
                 priors, legal, values, terminal = evaluate(leaves)
                 self.expand_and_backup(leaves.game, leaves.node, priors, legal, values, terminal)

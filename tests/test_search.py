@@ -209,6 +209,65 @@ def test_forced_playouts_same_as_reference_and_they_force(leaves):
     assert served(2.0) >= 3 > served(0.0)
 
 
+@pytest.mark.parametrize("leaves", [1, 3])
+def test_root_actions_chosen_by_the_caller_same_as_reference(leaves):
+    # A caller (Gumbel root selection) names the root action of some games' selections,
+    # often one PUCT would not try yet: the C tree must swap it into its tried edges and
+    # still agree exactly with the reference, and then with PUCT again on later moves.
+    searches = make_pair(4, 12, 40, reuse_budget=40)
+    drivers = [Driver(search, PathEvaluator(12, seed=9)) for search in searches]
+    for move in range(5):
+        for driver in drivers:
+            driver.expand_roots()
+        legal = searches[0].root_statistics().legal
+        picked = [set() for _ in range(4)]
+
+        def root_actions(chooser, search):
+            picks = np.full(4, -1, np.int64)
+            for g in range(4):
+                if legal[g].any() and chooser.random() < 0.7:
+                    picks[g] = chooser.choice(np.flatnonzero(legal[g]))
+                    if search.simulations[g] < 40:   # else this select takes nothing
+                        picked[g].add(int(picks[g]))
+            return picks
+        for driver in drivers:
+            # The same draws for both searches.
+            chooser = np.random.default_rng([4, move])
+            driver.search.run(driver.evaluate, num_leaves_per_game=leaves,
+                              root_actions=lambda: root_actions(chooser, driver.search))
+        assert_same_search(*searches)
+        visits = searches[0].root_visits()
+        for g in range(4):
+            assert all(visits[g, a] > 0 for a in picked[g])
+        actions = searches[0].choose_actions(0)
+        for driver in drivers:
+            driver.play(actions)
+
+
+def test_a_root_action_that_is_not_legal_is_refused():
+    search = BatchedMCTS(2, 6, 8)
+    priors = np.full((2, 6), 1 / 6, np.float32)
+    legal = np.array([[True, False, True, True, False, True]] * 2)
+    search.expand_roots(priors, legal, np.zeros(2, np.float32))
+    for bad in ([1, -1], [6, -1], [-2, -1]):
+        with pytest.raises(ValueError, match="root action"):
+            search.select(root_actions=np.array(bad))
+    leaves = search.select(root_actions=np.array([5, -1]))
+    assert leaves.action.tolist() == [5, 0]
+
+
+def test_abandoned_root_action_keeps_puct_choosing_the_best_untried_edge():
+    # A chosen root action jumps the queue of untried edges; abandoning its selection must
+    # leave PUCT's next untried candidate the highest prior again.
+    search = BatchedMCTS(1, 5, 8)
+    priors = np.array([[0.1, 0.4, 0.2, 0.2, 0.1]], np.float32)
+    search.expand_roots(priors, np.ones((1, 5), bool), np.zeros(1, np.float32))
+    leaves = search.select(root_actions=np.array([4]))
+    assert leaves.action.tolist() == [4]
+    search.abandon(leaves.game, leaves.node)
+    assert search.select().action.tolist() == [1]
+
+
 def test_policy_target_pruning_matches_a_hand_computation():
     from py_util.mcts import RootStatistics, pruned_visits
     # One root: N = 100 children's visits, c_puct 1, k 2. Child 0 is the most visited.

@@ -73,6 +73,13 @@ class Config:
     # 1.0 (or more): every move is searched fully (off).
     full_search_share: float = 1.0
     fast_simulations: int = 16
+    # Gumbel root selection (Danihelka et al. 2022; py_util/gumbel.py), in self-play only: m > 0
+    # samples m root actions by Gumbel noise on the priors, shares the simulations among them
+    # by sequential halving, plays the best survivor and trains on softmax(logits + sigma(
+    # completed Q)), for every move (no Dirichlet noise, no temperature). For few simulations
+    # (the paper: 8-32), where PUCT with noise learns poorly. 0: PUCT. Not with forced
+    # playouts, playout cap randomization or several leaves per game.
+    gumbel_considered: int = 0
     # AlphaGo's leaf evaluation (Silver et al. 2016): a new leaf's value is
     # (1 - rollout_lambda) * v + rollout_lambda * z, v the net's value and z the result of one
     # random sensible playout from the leaf (GoBatch.playouts). 0: the net alone (AlphaZero);
@@ -164,6 +171,12 @@ class Config:
             raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
         if self.backend not in BACKENDS:
             raise ValueError(f"config: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.gumbel_considered and (self.forced_playouts or self.full_search_share < 1
+                                       or self.leaves_per_game > 1):
+            raise ValueError("config: gumbel_considered > 0 needs forced_playouts 0, "
+                             "full_search_share >= 1 and leaves_per_game 1, got "
+                             f"{self.forced_playouts}, {self.full_search_share} and "
+                             f"{self.leaves_per_game}")
         if self.ray_address and not self.workers:
             raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
@@ -194,6 +207,7 @@ class Config:
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
+            ("gumbel_considered", 0, n * n + 1),
         ]
 
     def to_json(self) -> str:
