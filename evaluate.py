@@ -58,7 +58,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                       "as given; its config sets the board, komi and rules")
     parser.add_argument("-a", "--black", "--player-a", dest="player_a",
                         help="player A (black in the first game): ckpt:latest, ckpt:I, "
-                             "gnugo:L, mcts:SIMS, random")
+                             "model:PATH, gnugo:L, mcts:SIMS, random")
     parser.add_argument("-b", "--white", "--player-b", dest="player_b", help="player B")
     parser.add_argument("--rating", action="store_true",
                         help="round robin of the run's checkpoints and random, Bradley-Terry fit")
