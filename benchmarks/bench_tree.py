@@ -152,9 +152,7 @@ def main() -> None:
     ratio = (c_first_sims / c_first_time) / (reference_sims / reference_time)
 
     # Steady state: the same objects go on, buffers warm, trees reused.
-    cpu_start = time.process_time()
     sims, elapsed = first.run(args.moves)
-    cores_used = (time.process_time() - cpu_start) / elapsed
     clocks = first.clocks
     rate = sims / elapsed
     engine, net = clocks["engine"], clocks["net"]

@@ -59,7 +59,7 @@ from typing import Callable
 import numpy as np
 
 from games import gnugo
-from games.gnugo import GnuGoError, GnuGoNotFound, find_gnugo
+from games.gnugo import GnuGoError, find_gnugo
 from games.ratings import PairResult, wilson_interval
 from games.search import SearchingGames, pure_mcts
 from games.sgf_records import game_to_sgf, result_text

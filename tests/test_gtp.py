@@ -15,7 +15,6 @@ import io
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading

@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 from kernels.go_batch import BACKENDS, EXTRA_PLANES
 
