@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 from games.gnugo import LEVELS, GnuGoError, probe_gnugo
-from games.matches import play_pair, round_robin
+from games.matches import NetEntry, play_pair, round_robin
 from games.ratings import fit_bradley_terry, rating_table
 from training.config import Config
 from training.nets import NetOpenError, open_net, read_config
@@ -242,7 +242,7 @@ def entry_for(spec: str, config, checkpoints: Checkpoints | None,
             raise SystemExit(f"evaluate: {spec} is a {opened.config.board_size}x"
                              f"{opened.config.board_size} model; the game is {config.board_size}x"
                              f"{config.board_size}")
-        return opened.net, f"model:{Path(value).name}"
+        return NetEntry(opened.net, opened.config), f"model:{Path(value).name}"
     raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, model:PATH, "
                      f"gnugo:L, mcts:SIMS or random")
 

@@ -642,12 +642,25 @@ def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulatio
                       random_openings=random_openings)
 
 
+@dataclass(frozen=True)
+class NetEntry:
+    """A net for `make_player` with the config it was trained under: it plays the match's
+    rules and search but sees its own input planes (history, extra features), so nets of
+    different runs can meet."""
+    evaluator: object
+    config: Config
+
+
 def make_player(config: Config, entry, name: str, parallel: int, simulations: int, *,
                 seed: int = 0, opening_moves: int = 0, gnugo_path=None,
                 log: Callable[[str], None] = log_to_stderr) -> Player:
     """A player from `entry`: "random", "gnugo:L" (GNU Go at level L), "mcts:S" (pure Monte
-    Carlo tree search, S simulations per move whatever `simulations` says), or an evaluator (a
-    net searching `simulations` per move under `config`, rollout_lambda included)."""
+    Carlo tree search, S simulations per move whatever `simulations` says), a `NetEntry`, or
+    an evaluator (a net searching `simulations` per move under `config`, rollout_lambda
+    included, its input planes `config`'s)."""
+    if isinstance(entry, NetEntry):
+        return NetPlayer(config.with_inputs_of(entry.config), entry.evaluator, parallel,
+                         simulations, seed=seed, opening_moves=opening_moves, name=name)
     if isinstance(entry, str):
         if entry == "random":
             return RandomPlayer(name)

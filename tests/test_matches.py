@@ -311,3 +311,26 @@ def test_cli_plays_an_exported_model_file(tiny_run, tmp_path):
     assert "A = model:tiny.npz, B = random: 4 games (A black in 2, white in 2)" in text
     with pytest.raises(SystemExit, match="9x9"), contextlib.redirect_stderr(io.StringIO()):
         evaluate.main(["--black", f"model:{model}", "--white", "random", "--board-size", "9"])
+
+
+def test_cli_plays_two_models_with_different_input_planes(tiny_run, tmp_path):
+    # Nets of different runs see different planes (history, extra features): each must get
+    # its own, the game's rules being shared. This crashed with a shape error before.
+    import bp_tree
+    import evaluate
+    import export_model
+    other_run = tmp_path / "planes"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(other_run), "--preset", "tiny", "--iterations", "1",
+                             "--extra_features", "true", "--history", "2"]) == 0
+    models = []
+    for run, name in ((tiny_run, "plain.npz"), (other_run, "planes.npz")):
+        models.append(tmp_path / name)
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert export_model.main(["--run", str(run), "--output", str(models[-1])]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = evaluate.main(["--black", f"model:{models[0]}", "--white", f"model:{models[1]}",
+                              "--games", "4", "--sims", "4"])
+    assert code == 0
+    assert "A = model:plain.npz, B = model:planes.npz: 4 games" in out.getvalue()

@@ -228,6 +228,13 @@ class Config:
     SHAPE_FIELDS = ("board_size", "history", "extra_features", "blocks", "filters", "value_hidden", "aux_heads",
                     "global_pooling")
 
+    # Fields that shape a net's input planes: a net searches with its own whatever the game's.
+    INPUT_FIELDS = ("history", "extra_features")
+
+    def with_inputs_of(self, net: "Config") -> "Config":
+        """This config (the game's rules, the search) with `net`'s input-plane fields."""
+        return self.overridden(**{name: getattr(net, name) for name in self.INPUT_FIELDS})
+
     def incompatibilities(self, saved: "Config") -> list[str]:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"
                 for name in self.SHAPE_FIELDS if getattr(saved, name) != getattr(self, name)]
