@@ -319,14 +319,19 @@ PRESETS = {
                    sgf_samples=1, temperature_moves=2, gnugo_every=0, gnugo_level=0,
                    gnugo_games=4, previous_games=4),
     # 9x9, the smallest board people play, and ./run.sh's default (models/README.md). The
-    # cpu preset's 3x32 net at 48 simulations: on the 2-core machine it went from 0% to 20-30%
-    # against GNU Go level 0 (20 games at 48 simulations) in its first 0.5-0.8 CPU-hours,
-    # while a 4x48 net at 64 simulations played 2.5x fewer positions per CPU-hour and won no
-    # game against level 0 in 1.2 CPU-hours. Dirichlet alpha ~ 10 / legal moves; matches at
-    # the self-play budget, GNU Go every 10 iterations climbing from level 0.
-    "9x9": Config(board_size=9, dirichlet_alpha=0.15, temperature_moves=10,
-                  eval_games_random=16, eval_simulations=48, gnugo_every=10, gnugo_level=0,
-                  gnugo_games=20, previous_games=20),
+    # cpu preset's 3x32 net: at 48 simulations it went from 0% to 20-30% against GNU Go level
+    # 0 (20 games at 48 simulations) in its first 0.5-0.8 CPU-hours, while a 4x48 net at 64
+    # simulations played 2.5x fewer positions per CPU-hour and won no game against level 0 in
+    # 1.2 CPU-hours. Gumbel root selection at 16 simulations (8 considered moves) then beat
+    # that 48-simulation PUCT loop at equal trainer CPU time, 34-6 at 0.56 CPU-hours and
+    # 29-11 at 0.86 (40 games each, both colours, varied openings), where KataGo's bundle
+    # (ownership and score heads, global pooling, liberty planes, forced playouts, playout
+    # cap randomization 96/24) lost 7-33 to it at 0.55. Dirichlet alpha ~ 10 / legal moves
+    # (used by PUCT runs of this preset); matches at 48 simulations of PUCT, GNU Go every 10
+    # iterations climbing from level 0.
+    "9x9": Config(board_size=9, gumbel_considered=8, simulations=16, dirichlet_alpha=0.15,
+                  temperature_moves=10, eval_games_random=16, eval_simulations=48,
+                  gnugo_every=10, gnugo_level=0, gnugo_games=20, previous_games=20),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
     "paper": Config(board_size=7, blocks=5, filters=128, value_hidden=128, simulations=800,
