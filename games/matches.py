@@ -22,7 +22,8 @@ an illegal move; the players are told the moves that were played.
 
 Rules of a game that involves GNU Go (the facts about GNU Go 3.8 they rest on are in gnugo.py):
 - GNU Go runs with the same rules (gnugo.py) and resigns when it sees fit; we never resign.
-- A game ends with two passes (or at the move cap, `max_moves`). GNU Go passes with dead stones
+- A game ends with two passes (or at the move cap, `max_moves`, and is then scored as it
+  stands: a restart from its stones would drop a live ko ban). GNU Go passes with dead stones
   on the board, which Tromp-Taylor scoring would count as alive. So then a fresh level-10 GNU
   Go judges `final_status_list dead`; if it names any, play resumes from the current stones with
   the side to move (a fresh arbiter position, `set_board`, as our engine's board is over),
@@ -498,7 +499,10 @@ class _Match:
         """Finish the games that just ended, except those where GNU Go is playing, still in
         the main phase, and the judge sees dead stones: those resume in a cleanup phase."""
         n, komi, superko = self.config.board_size, self.config.komi, self.config.superko
-        judging = [slot for slot in ended if self.uses_gnugo and self.slots[slot].phase == MAIN]
+        # Only games ended by two passes: a capped game's position may carry a simple-ko ban
+        # that a restart from its stones would drop while GNU Go keeps it.
+        judging = [slot for slot in ended if self.uses_gnugo and self.slots[slot].phase == MAIN
+                   and int(self.arbiter.passes([slot])[0]) >= 2]
         verdicts = {slot: self.judges.submit(gnugo.judge_dead_stones, n, komi,
                                              list(self.slots[slot].moves), superko=superko,
                                              path=self.judge_path) for slot in judging}

@@ -161,6 +161,23 @@ def test_match_against_gnugo_level_0_runs_to_the_end_and_agrees_with_gnugo(tiny_
 
 
 @needs_gnugo
+def test_a_game_ended_by_the_move_cap_is_scored_as_it_stands_without_cleanup():
+    # A cleanup phase restarts from the stones alone and so drops a live simple-ko ban that
+    # GNU Go still holds when no passes ended the game: a net then retook a ko in a triple-ko
+    # cycle and GNU Go refused the move (a level-5 match on 9x9). Capped games are not cleaned.
+    config = Config(board_size=N, komi=2.5, max_moves=6)
+    gnugo = matches.GnuGoPlayer(config, 0, 4, seed=1)
+    try:
+        report = matches.play_match(config, gnugo, matches.RandomPlayer(), 4, parallel=4,
+                                    random_openings=0)
+    finally:
+        gnugo.close()
+    capped = [record for record in report.records if record.capped]
+    assert capped and report.not_played == 0
+    assert all(record.cleanup_start is None for record in capped)
+
+
+@needs_gnugo
 def test_dead_stones_left_by_passing_are_cleaned_up_before_scoring():
     # GNU Go (black) passes with a dead white stone on the board; Tromp-Taylor would count it
     # alive and hand white the game (2 - 1 - 2.5 = -1.5). The cleanup phase removes it.
