@@ -663,8 +663,7 @@ def make_player(config: Config, entry, name: str, parallel: int, simulations: in
     an evaluator (a net searching `simulations` per move under `config`, rollout_lambda
     included, its input planes `config`'s)."""
     if isinstance(entry, NetEntry):
-        return NetPlayer(config.with_inputs_of(entry.config), entry.evaluator, parallel,
-                         simulations, seed=seed, opening_moves=opening_moves, name=name)
+        config, entry = config.with_inputs_of(entry.config), entry.evaluator
     if isinstance(entry, str):
         if entry == "random":
             return RandomPlayer(name)

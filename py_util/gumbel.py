@@ -117,13 +117,17 @@ class GumbelRoots:
             self.simulations = simulations
         self._games = games.copy()
 
-    def _scores(self, stats) -> tuple[np.ndarray, np.ndarray]:
-        """(g + logits + sigma(completed q), this move's visits), both (B, A)."""
+    def _improved_logits(self, stats) -> np.ndarray:
+        """logits + sigma(completed q), (B, A)."""
         visits = stats.visits.astype(np.int64)
         q = completed_q(visits, stats.q.astype(np.float64), stats.priors, stats.legal,
                         self.root_values)
-        score = self.gumbel + logits_of(stats.priors) + sigma(q, visits, stats.legal)
-        return score, visits - self.base_visits
+        return logits_of(stats.priors) + sigma(q, visits, stats.legal)
+
+    def _scores(self, stats) -> tuple[np.ndarray, np.ndarray]:
+        """(g + logits + sigma(completed q), this move's visits), both (B, A)."""
+        return (self.gumbel + self._improved_logits(stats),
+                stats.visits.astype(np.int64) - self.base_visits)
 
     def root_actions(self, search) -> np.ndarray:
         """int64 (B,): each started game's root action for its next simulation; -1 for other
@@ -155,11 +159,7 @@ class GumbelRoots:
         """float32 (B, A): softmax(logits + sigma(completed q)) over each started game's legal
         actions; zero rows for the other games."""
         stats = search.root_statistics()
-        visits = stats.visits.astype(np.int64)
-        q = completed_q(visits, stats.q.astype(np.float64), stats.priors, stats.legal,
-                        self.root_values)
-        z = np.where(stats.legal, logits_of(stats.priors) + sigma(q, visits, stats.legal),
-                     -np.inf)
+        z = np.where(stats.legal, self._improved_logits(stats), -np.inf)
         z -= np.where(stats.legal.any(axis=1, keepdims=True), z.max(axis=1, keepdims=True), 0.0)
         weights = np.where(stats.legal, np.exp(z), 0.0)
         total = weights.sum(axis=1, keepdims=True)

@@ -218,8 +218,19 @@ static void release_path(GameView *v, int32_t node)
     for (; node != NO_NODE; node = v->node[node].parent) v->node[node].pending -= 1;
 }
 
+/* Swap two untried edges: they have no visits, value or child, so only action and prior move. */
+static void swap_untried(Edge *a, Edge *b)
+{
+    const int16_t action = a->action;
+    const float prior = a->prior;
+    a->action = b->action;
+    a->prior = b->prior;
+    b->action = action;
+    b->prior = prior;
+}
+
 /* Move the best untried edge of `node` (highest prior, then lowest action) to the front of
- * the untried part. Untried edges have no visits, value or child, so only action and prior move. */
+ * the untried part. */
 static void promote_best_untried(GameView *v, const Node *node)
 {
     Edge *start = v->edge + node->first_edge + node->tried, *end = v->edge + node->first_edge + node->num_edges;
@@ -227,12 +238,7 @@ static void promote_best_untried(GameView *v, const Node *node)
     Edge *best = start;
     for (Edge *e = start + 1; e < end; e++)
         if (e->prior > best->prior || (e->prior == best->prior && e->action < best->action)) best = e;
-    const int16_t action = best->action;
-    const float prior = best->prior;
-    best->action = start->action;
-    best->prior = start->prior;
-    start->action = action;
-    start->prior = prior;
+    swap_untried(best, start);
 }
 
 /*
@@ -323,20 +329,14 @@ static int32_t find_edge(const GameView *v, const Node *node, int32_t action)
 }
 
 /* The root edge of `action` (a legal action of the expanded root, checked by the caller) as
- * the edge a selection takes. An untried edge first swaps places with the untried candidate
- * (only action and prior move, see promote_best_untried), so the block stays [tried | untried]
+ * the edge a selection takes. An untried edge first swaps places with the untried candidate,
+ * so the block stays [tried | untried]
  * and the first try below makes it tried and promotes the best of the rest as usual. */
 static int32_t chosen_root_edge(GameView *v, const Node *root, int32_t action)
 {
     const int32_t e = find_edge(v, root, action), candidate = root->first_edge + root->tried;
     if (e > candidate) {
-        Edge *a = &v->edge[e], *b = &v->edge[candidate];
-        const int16_t act = a->action;
-        const float prior = a->prior;
-        a->action = b->action;
-        a->prior = b->prior;
-        b->action = act;
-        b->prior = prior;
+        swap_untried(&v->edge[e], &v->edge[candidate]);
         return candidate;
     }
     return e;
