@@ -158,11 +158,13 @@ class TrainingLoop:
         else:
             self.selfplay.weights_version = iteration
 
-        # Greedy after the match's random openings: the net at its strongest.
-        evaluation = play_pair(config, self.net, "random", config.eval_games_random,
-                               config.eval_simulations, seed=config.seed + iteration,
-                               parallel=min(config.eval_games_random, config.num_games),
-                               names=("net", "random"), opening_moves=0)
+        evaluation = None
+        if config.random_every and iteration % config.random_every == 0:
+            # Greedy after the match's random openings: the net at its strongest.
+            evaluation = play_pair(config, self.net, "random", config.eval_games_random,
+                                   config.eval_simulations, seed=config.seed + iteration,
+                                   parallel=min(config.eval_games_random, config.num_games),
+                                   names=("net", "random"), opening_moves=0)
         self._write_sgf(iteration, batch.games)
 
         self.counters["iteration"] = iteration
@@ -177,8 +179,6 @@ class TrainingLoop:
             "positions": self.counters["positions"],
             "selfplay_positions_per_s": round(batch.positions_played / batch.seconds, 2),
             "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
-            "win_rate_random": evaluation.win_rate,
-            "random_games": evaluation.games,
             "selfplay_games": len(batch.games),
             "selfplay_moves": sum(len(g.moves) for g in batch.games),   # fast searches included
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
@@ -189,6 +189,8 @@ class TrainingLoop:
             "weights_age_mean": round(float(np.mean(iteration - 1 - batch.weights_version)), 3),
             "weights_age_max": int(np.max(iteration - 1 - batch.weights_version)),
         }
+        if evaluation is not None:
+            record.update(win_rate_random=evaluation.win_rate, random_games=evaluation.games)
         if config.workers:
             record.update(self.selfplay.last_metrics)
         if losses:
@@ -308,13 +310,14 @@ class TrainingLoop:
 def summary_line(record: dict) -> str:
     losses = (f"policy {record['loss_policy']:.3f} value {record['loss_value']:.3f}"
               if "loss_policy" in record else "training waits for the replay buffer")
-    rate = record["win_rate_random"]
-    colour = Fore.GREEN if rate >= 0.9 else Fore.YELLOW if rate >= 0.6 else Fore.RED
+    rate = record.get("win_rate_random")
+    if rate is not None:
+        colour = Fore.GREEN if rate >= 0.9 else Fore.YELLOW if rate >= 0.6 else Fore.RED
     return (f"{Style.BRIGHT}iter {record['iteration']:4d}{Style.RESET_ALL} "
             f"{record['wall_time_s'] / 60:6.1f} min | {losses} | "
             f"{record['selfplay_positions_per_s']:7.0f} pos/s {record['nn_evals_per_s']:7.0f} evals/s | "
-            f"games {record['games']:6d} len {record['mean_game_length']:5.1f} | "
-            f"vs random {colour}{rate:5.1%}{Style.RESET_ALL}"
+            f"games {record['games']:6d} len {record['mean_game_length']:5.1f}"
+            + (f" | vs random {colour}{rate:5.1%}{Style.RESET_ALL}" if rate is not None else "")
             + (f" | GNU Go L{record['gnugo_level']} {record['win_rate_gnugo']:5.1%}"
                if "win_rate_gnugo" in record else "")
             + (f" | elo {record['elo']:.0f}" if "elo" in record else ""))

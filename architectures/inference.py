@@ -44,6 +44,8 @@ assigns the model's variables some other way calls `weights_changed(model)` or
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -330,8 +332,20 @@ def _onnxruntime_session(proto):
     # Idle intra-op threads block at once instead of spinning: between net calls the
     # search runs on this core and the rules engine's threads want the other.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # As many threads as cores this process may run on: left to itself, ONNX Runtime counts
+    # the machine's cores and pins a thread to each, so a process confined to some cores
+    # (taskset, a container's cpuset) ran a thread on a core it was kept from.
+    options.intra_op_num_threads = allowed_cores()
     return onnxruntime.InferenceSession(proto.SerializeToString(), options,
                                         providers=["CPUExecutionProvider"])
+
+
+def allowed_cores() -> int:
+    """The number of cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity masks on this OS
+        return max(1, os.cpu_count() or 1)
 
 
 def _to_host(array) -> np.ndarray:

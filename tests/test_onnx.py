@@ -1,4 +1,7 @@
 """architectures/: the ONNX Runtime inference back end against TensorFlow's."""
+import os
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -155,3 +158,39 @@ def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
         assert not plain.has_aux_heads
         with pytest.raises(ValueError, match="no ownership head"):
             plain.ownership(planes(1))
+
+
+def _thread_affinities() -> dict[int, set[int]]:
+    affinities = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:   # the thread ended meanwhile
+            continue
+        line = next(row for row in status.splitlines() if row.startswith("Cpus_allowed_list:"))
+        cores = set()
+        for part in line.split(":", 1)[1].strip().split(","):
+            low, _, high = part.partition("-")
+            cores.update(range(int(low), int(high or low) + 1))
+        affinities[int(task.name)] = cores
+    return affinities
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not Path("/proc/self/task").is_dir()
+                    or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and two cores")
+def test_onnxruntime_threads_stay_on_the_cores_the_process_may_use():
+    # A process confined to one core (taskset): ONNX Runtime used to pin a thread of its own
+    # to each of the machine's cores regardless.
+    # On one core the session needs no thread of its own; any it starts must stay there.
+    allowed = os.sched_getaffinity(0)
+    core = min(allowed)
+    model = model_with_statistics()
+    before = set(_thread_affinities())
+    os.sched_setaffinity(0, {core})   # this thread; the threads it starts inherit it
+    try:
+        net = CompiledNet(model, 8, backend="onnxruntime")
+        net(planes(8))
+    finally:
+        os.sched_setaffinity(0, allowed)
+    new = {tid: cores for tid, cores in _thread_affinities().items() if tid not in before}
+    assert all(cores == {core} for cores in new.values()), new

@@ -245,6 +245,18 @@ def test_losses_are_absent_until_the_replay_buffer_reaches_min_replay(tmp_path):
     assert_consistent(run)
 
 
+def test_random_every_spaces_the_matches_against_random(tmp_path):
+    run = tmp_path / "run"
+    code, out, err = run_main(run, "--iterations", "2", "--random_every", "2")
+    assert code == 0, err
+    first, second = metrics(run)
+    assert "win_rate_random" not in first and "random_games" not in first
+    assert second["random_games"] == 4 and 0 <= second["win_rate_random"] <= 1
+    lines = [line for line in out.splitlines() if "iter " in line]
+    assert len(lines) == 2
+    assert "vs random" not in lines[0] and "vs random" in lines[1]
+
+
 # Refusals.
 
 @pytest.fixture(scope="module")

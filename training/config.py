@@ -101,7 +101,8 @@ class Config:
     momentum: float = 0.9
 
     # Evaluation and bookkeeping.
-    eval_games_random: int = 64        # games against a uniformly random player, per iteration
+    eval_games_random: int = 64        # games against a uniformly random player, per such match
+    random_every: int = 1              # iterations between matches against random; 0: never
     eval_simulations: int = 16
     gnugo_every: int = 5               # iterations between GNU Go and previous-checkpoint matches; 0: never
     gnugo_level: int = 0               # the level of the first GNU Go match; the run climbs from it
@@ -200,7 +201,7 @@ class Config:
             ("replay_window", self.train_batch_size, self.REPLAY_BYTES_LIMIT // position_bytes),
             ("min_replay", 0, self.replay_window), ("momentum", 0, 0.999),
             ("eval_games_random", 1, 100_000), ("eval_simulations", 1, 100_000),
-            ("gnugo_every", 0, 1_000_000), ("gnugo_level", 0, 10), ("gnugo_games", 1, 100_000),
+            ("gnugo_every", 0, 1_000_000), ("random_every", 0, 1_000_000), ("gnugo_level", 0, 10), ("gnugo_games", 1, 100_000),
             ("previous_games", 1, 100_000), ("checkpoints_to_keep", 2, 1000),
             ("sgf_samples", 0, 100_000), ("seed", 0, 2 ** 32 - 1), ("iterations", 0, 10 ** 9),
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
@@ -330,7 +331,7 @@ PRESETS = {
     # (used by PUCT runs of this preset); matches at 48 simulations of PUCT, GNU Go every 10
     # iterations climbing from level 0.
     "9x9": Config(board_size=9, gumbel_considered=8, simulations=16, dirichlet_alpha=0.15,
-                  temperature_moves=10, eval_games_random=16, eval_simulations=48,
+                  temperature_moves=10, eval_games_random=16, random_every=10, eval_simulations=48,
                   gnugo_every=10, gnugo_level=0, gnugo_games=20, previous_games=20),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
