@@ -357,6 +357,11 @@ def main(argv=None) -> int:
                 break
             record = loop.iterate()
             print(summary_line(record), flush=True)
+        else:
+            # Also reached at once when a resumed run had already done its iterations (one that
+            # train_sgf.py made, say): without a word the trainer would seem to exit for nothing.
+            log(f"run {run.path}: iteration {loop.counters['iteration']} of {config.iterations} "
+                f"done; --iterations N goes on to N (0: no limit)")
         return 0
     except RunLocked as error:
         log(f"bp_tree: {error}")

@@ -8,7 +8,8 @@ games is held out to measure move-prediction accuracy.
 Every config flag of bp_tree.py applies (they shape the net and the rules). Each pass over
 the training positions is an iteration of the run with its checkpoint; as in bp_tree.py,
 `--iterations I` trains until the run has I iterations (0: one more pass), and
-`bp_tree.py --run NAME` with the same flags then continues by self-play.
+`bp_tree.py --run NAME --iterations 0` (or a higher I) then continues by self-play (the
+run's config keeps the I it was given, so without the flag the trainer finds it done).
 Files that cannot be used are counted and skipped with their reasons (games/sgf_corpus.py).
 """
 from __future__ import annotations

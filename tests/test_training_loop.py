@@ -836,6 +836,9 @@ def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(
     code, _, err = run_main(run, "--iterations", "3")
     assert code == 0, err
     used = time.process_time()          # this process ran every iteration
+    # Resumed with its iterations done, the run says so instead of exiting without a word.
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0 and "iteration 3 of 3 done" in err and len(metrics(run)) == 3
     seconds = [line["cpu_seconds"] for line in metrics(run)]
     assert 0 < seconds[0] < seconds[1] < seconds[2] <= used
     assert seconds[2] <= used - before   # both loops ran inside the test's own CPU time
