@@ -2,8 +2,7 @@
 
 1. The machine's dense float32 peak: a large square matmul through NumPy (BLAS), TensorFlow and
    ONNX Runtime, each the best of several timed calls; the best of the three is the peak.
-2. Each preset's net (config.PRESETS, and the `cpu` net on a 9x9 board, as no 9x9 preset
-   exists), random weights and batch norm statistics: inference through
+2. Each preset's net (config.PRESETS; NAME@N is a preset's net on an NxN board), random weights and batch norm statistics: inference through
    `architectures.CompiledNet` (NumPy planes in, policy and value out, as the search calls it)
    with each back end at batch 16, 64 and 128. Repeats alternate the back ends; each figure is
    the median of the repeats, and counts the positions evaluated inside its timed window.
@@ -115,7 +114,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.5, help="per timed repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peak-size", type=int, default=4096, help="matmul side for the peak")
-    parser.add_argument("--presets", default="cpu,cpu@9,tiny,paper",
+    parser.add_argument("--presets", default="cpu,9x9,tiny,paper",
                         help="comma-separated presets; NAME@N is that preset's net on an NxN board")
     args = parser.parse_args()
     backends = ["tensorflow"] + (["onnxruntime"] if onnxruntime_available() else [])
