@@ -4,6 +4,7 @@ bp_tree.py continues. Known answers are worked out by hand from the SGF text."""
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -115,14 +116,20 @@ def test_train_sgf_leaves_a_run_that_bp_tree_continues(tmp_path, capsys):
     write_corpus(corpus, 10)
     run = tmp_path / "run"
     flags = ["--run", str(run), "--preset", "tiny", "--komi", "0.5", "--gnugo_every", "0"]
+    before = time.process_time()
     assert train_sgf.main(["--sgf", str(corpus), "--iterations", "2", "--held_out", "0.2",
                            *flags]) == 0
+    used = time.process_time() - before
     output = capsys.readouterr().out
     assert "2 held out" in output and "iter 2:" in output
     records = [json.loads(line) for line in (run / "supervised.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == [1, 2]
     assert all(0 <= r["accuracy_held_out"] <= 1 for r in records)
+    # The passes' CPU time is the run's too, so self-play's cpu_seconds carry it on.
+    assert 0 < records[0]["cpu_seconds"] < records[1]["cpu_seconds"] <= used
     assert RunDirectory(run).checkpoint_iterations() == [1, 2]
     assert bp_tree.main([*flags, "--iterations", "3"]) == 0
     assert RunDirectory(run).checkpoint_iterations()[-1] == 3
+    selfplay = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])
+    assert selfplay["cpu_seconds"] > records[1]["cpu_seconds"]
     assert train_sgf.main(["--sgf", str(tmp_path / "missing"), *flags]) == 2

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,12 +113,15 @@ class SupervisedRun:
     one (its counters carry on), with what a pass of fixed-target training needs."""
 
     def __init__(self, config: Config, run: RunDirectory, log=print, eval_batch: int = 256):
+        # CPU time counts from here, as in bp_tree's loop, so a run's cpu_seconds include the
+        # passes that trained it before self-play took over.
+        self._cpu_mark = time.process_time()
         from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
         self.config, self.run, self.log = config, run, log
         self.trainer = build_trainer(config)
         self.net = CompiledNet(self.trainer.model, eval_batch)
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
-                         "wall_time_s": 0.0}
+                         "wall_time_s": 0.0, "cpu_seconds": 0.0}
         try:
             loaded = run.load_latest_checkpoint()
         except CheckpointError as error:
@@ -160,8 +164,12 @@ class SupervisedRun:
         """Checkpoint the pass as the run's next iteration and log its record."""
         self.counters["iteration"] += 1
         self.counters["wall_time_s"] += seconds
+        cpu = time.process_time()
+        self.counters["cpu_seconds"] += cpu - self._cpu_mark
+        self._cpu_mark = cpu
         record = {"iteration": self.counters["iteration"],
-                  "train_steps": self.counters["train_steps"], **record}
+                  "train_steps": self.counters["train_steps"],
+                  "cpu_seconds": round(self.counters["cpu_seconds"], 2), **record}
         path = self.run.path / "supervised.jsonl"
         lines = path.read_text() if path.exists() else ""
         atomic_write_text(path, lines + json.dumps(record) + "\n")
