@@ -828,6 +828,29 @@ def test_init_from_refuses_another_net_shape_in_one_line(one_iteration, tmp_path
     assert "there is no model file" in err
 
 
+def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iteration, tmp_path):
+    from training.nets import read_weights
+    source, _, _ = one_iteration
+    run = tmp_path / "grown"
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                              "--aux_heads", "true", "--init_from", str(source))
+    assert code == 0, err
+    assert "no ownership and score heads; they start fresh" in out + err
+    old, new = read_weights(source), read_weights(run)
+    assert not old.config.aux_heads and new.config.aux_heads
+    # Every shared layer came from the source: policy and value agree on any input.
+    planes = np.random.default_rng(5).integers(
+        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    before = old.trainer.model(planes, training=False)
+    after = new.trainer.model(planes, training=False)
+    assert len(before) == 2 and len(after) == 4
+    for a, b in zip(before, after[:2]):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6, atol=1e-6)
+    # Taking heads away is still refused.
+    err = refused(tmp_path / "shrunk", "--iterations", "1", "--init_from", str(run))
+    assert "aux_heads: it has True, command asks False" in err
+
+
 def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(tmp_path):
     run = tmp_path / "cpu"
     before = time.process_time()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -164,20 +164,55 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
                      path=found.path)
 
 
+# The layers that `aux_heads` adds (architectures/resnet.py): a warm start may add them to a
+# net trained without, where they start from their fresh initialization.
+AUX_HEAD_LAYERS = ("ownership_conv", "score")
+
+
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
-    `config`: a warm start. Refuses, in one line, weights of another board size or net shape."""
+    `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
+    except that `config` may add the auxiliary heads to a net trained without them: every
+    shared layer is copied by name and the ownership and score heads start fresh."""
     found = read_weights(source, log=log)
-    problems = config.incompatibilities(found.config)
+    adds_heads = config.aux_heads and not found.config.aux_heads
+    compared = replace(found.config, aux_heads=config.aux_heads) if adds_heads else found.config
+    problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        trainer.load_model_weights(found.weights)
+        if adds_heads:
+            _copy_shared_layers(found.trainer.model, trainer.model)
+            log(f"--init_from {found.label}: it has no ownership and score heads; they start "
+                "fresh, every other layer from its weights")
+        else:
+            trainer.load_model_weights(found.weights)
     except ValueError as error:
         raise NetOpenError(f"cannot start from {found.label}: its weights do not fit "
                            f"({error})") from None
     return found
+
+
+def _copy_shared_layers(source, target) -> None:
+    """Copy every layer's weights of `source` into the layer of the same name in `target`
+    (batch-norm statistics included); `target` may have only the auxiliary heads besides."""
+    from architectures.inference import weights_changed  # deferred with TensorFlow
+    layers = {layer.name: layer for layer in source.layers}
+    extra = sorted(layer.name for layer in target.layers
+                   if layer.weights and layer.name not in layers)
+    if set(extra) - set(AUX_HEAD_LAYERS):
+        raise ValueError(f"layers {extra} are not in the source net")
+    pairs = [(layers[layer.name], layer) for layer in target.layers
+             if layer.weights and layer.name in layers]
+    for mine, theirs in pairs:   # check every shape before assigning any
+        shapes = [a.shape for a in mine.get_weights()]
+        needed = [b.shape for b in theirs.get_weights()]
+        if shapes != needed:
+            raise ValueError(f"layer {mine.name} has shapes {shapes}, this net needs {needed}")
+    for mine, theirs in pairs:
+        theirs.set_weights(mine.get_weights())
+    weights_changed(target)
 
 
 def save_model_file(path: str | os.PathLike, config: Config, state: dict[str, np.ndarray],
