@@ -155,7 +155,12 @@ def is_built_by_build_model(model: keras.Model) -> bool:
     return required <= names
 
 
+# The layers with weights that `aux_heads` adds (build_model): a warm start may add them to a
+# net trained without (training/nets.py init_weights).
+AUX_HEAD_LAYERS = ("ownership_conv", "score")
+
+
 def has_aux_heads(model: keras.Model) -> bool:
     """Whether a `build_model` net has the ownership and score heads (`aux_heads=True`)."""
     names = {item.name for item in model.layers}
-    return {"ownership_conv", "score"} <= names
+    return set(AUX_HEAD_LAYERS) <= names

@@ -164,11 +164,6 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
                      path=found.path)
 
 
-# The layers that `aux_heads` adds (architectures/resnet.py): a warm start may add them to a
-# net trained without, where they start from their fresh initialization.
-AUX_HEAD_LAYERS = ("ownership_conv", "score")
-
-
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
@@ -198,6 +193,7 @@ def _copy_shared_layers(source, target) -> None:
     """Copy every layer's weights of `source` into the layer of the same name in `target`
     (batch-norm statistics included); `target` may have only the auxiliary heads besides."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
+    from architectures.resnet import AUX_HEAD_LAYERS
     layers = {layer.name: layer for layer in source.layers}
     extra = sorted(layer.name for layer in target.layers
                    if layer.weights and layer.name not in layers)
@@ -205,13 +201,13 @@ def _copy_shared_layers(source, target) -> None:
         raise ValueError(f"layers {extra} are not in the source net")
     pairs = [(layers[layer.name], layer) for layer in target.layers
              if layer.weights and layer.name in layers]
-    for mine, theirs in pairs:   # check every shape before assigning any
-        shapes = [a.shape for a in mine.get_weights()]
-        needed = [b.shape for b in theirs.get_weights()]
+    for src, dst in pairs:   # check every shape before assigning any
+        shapes = [a.shape for a in src.get_weights()]
+        needed = [b.shape for b in dst.get_weights()]
         if shapes != needed:
-            raise ValueError(f"layer {mine.name} has shapes {shapes}, this net needs {needed}")
-    for mine, theirs in pairs:
-        theirs.set_weights(mine.get_weights())
+            raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
+    for src, dst in pairs:
+        dst.set_weights(src.get_weights())
     weights_changed(target)
 
 
