@@ -1,7 +1,7 @@
 """The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
 
     python bp_tree.py [--run NAME] [--preset cpu|tiny|paper|9x9] [--FIELD VALUE ...]
-    python bp_tree.py --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
+    python bp_tree.py --preset 9x9 --aux_heads true --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
 
 Run again with the same --run to resume exactly where the last complete iteration left off
 (see training/run_directory.py for what "complete" means and what is written where).
