@@ -39,6 +39,7 @@ import shlex
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import colorama
 import numpy as np
@@ -57,6 +58,7 @@ from training.run_directory import (CheckpointError, RunDirectory, RunLocked, at
                                     atomic_write_bytes, resolve_run_path, storage_fault)
 
 EXIT_REFUSED, EXIT_LOCKED, EXIT_STORAGE, EXIT_DAMAGED = 2, 3, 4, 5
+CHECKOUT = Path(__file__).resolve().parent
 
 
 def log(message: str) -> None:
@@ -66,6 +68,15 @@ def log(message: str) -> None:
 def child_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def _checkout_relative(path: Path) -> str:
+    """The source as a path inside this checkout when it lies there: the exported model keeps
+    it in its __info__, and a path of the machine that trained it means nothing to a clone."""
+    try:
+        return path.relative_to(CHECKOUT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 class TrainingLoop:
@@ -123,7 +134,7 @@ class TrainingLoop:
             except NetOpenError as error:
                 log(f"bp_tree: --init_from: {error}")
                 raise SystemExit(EXIT_REFUSED) from None
-            self.counters["init_from"] = str(found.path) + (
+            self.counters["init_from"] = _checkout_relative(found.path) + (
                 f" iteration {found.iteration}" if found.iteration is not None else "")
             log(f"starting a new run in {self.run.path} from the weights of {found.label}")
             return

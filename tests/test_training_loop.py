@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -804,6 +805,22 @@ def test_init_from_a_run_a_checkpoint_or_an_exported_model_copies_the_weights_on
         assert counters["games"] == metrics(run)[0]["games"]     # a fresh count and replay
         assert chunk_iterations(run) == [1]
         assert counters["init_from"].startswith(str(source if start != model else model))
+
+
+def test_a_warm_start_from_inside_the_checkout_records_a_path_a_clone_can_follow(
+        one_iteration, tmp_path):
+    # An exported model carries its run's init_from: a path of the training machine would
+    # name nothing in another clone, so a source inside the checkout is kept relative to it.
+    source, _, _ = one_iteration
+    with tempfile.TemporaryDirectory(dir=bp_tree.CHECKOUT, prefix=".test-init-from-") as inside:
+        copied = Path(inside) / "run"
+        shutil.copytree(source, copied, ignore=shutil.ignore_patterns("trainer.lock"))
+        run = tmp_path / "warm-inside"
+        code, _, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                                "--init_from", str(copied))
+        assert code == 0, err
+    _, counters = read_checkpoint(run, 1)
+    assert counters["init_from"] == f"{Path(inside).name}/run iteration 1"
 
 
 def refused(run: Path, *extra: str) -> str:
