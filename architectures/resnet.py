@@ -160,6 +160,23 @@ def is_built_by_build_model(model: keras.Model) -> bool:
 AUX_HEAD_LAYERS = ("ownership_conv", "score")
 
 
+def block_layers(block: int) -> tuple[str, ...]:
+    """The names of the layers with weights in residual block `block` (build_model): a warm
+    start may add blocks after the source's last one (training/nets.py init_weights)."""
+    return tuple(f"block{block}_{part}" for part in ("conv1", "bn1", "conv2", "bn2"))
+
+
+def make_block_identity(model: keras.Model, block: int) -> None:
+    """Make residual block `block` of a build_model net compute the identity: its last batch
+    norm's scale and offset go to zero, so the block adds 0 to its input x, and
+    ReLU(x + 0) = x because x is the output of a ReLU. Every other weight of the block keeps
+    its random initialisation, so training grows the block from there (the scale's gradient
+    is not zero) as in the zero-initialised residual branches of Goyal et al. (2017)."""
+    batch_norm = model.get_layer(block_layers(block)[3])
+    batch_norm.gamma.assign(tf.zeros_like(batch_norm.gamma))
+    batch_norm.beta.assign(tf.zeros_like(batch_norm.beta))
+
+
 def has_aux_heads(model: keras.Model) -> bool:
     """Whether a `build_model` net has the ownership and score heads (`aux_heads=True`)."""
     names = {item.name for item in model.layers}

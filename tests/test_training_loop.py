@@ -868,6 +868,47 @@ def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iterati
     assert "aux_heads: it has True, command asks False" in err
 
 
+def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, tmp_path):
+    from training.nets import read_weights
+    source, _, _ = one_iteration
+    old = read_weights(source)
+    deeper = old.config.blocks + 2
+    run = tmp_path / "deeper"
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                              "--blocks", str(deeper), "--init_from", str(source))
+    assert code == 0, err
+    assert f"blocks {old.config.blocks}-{deeper - 1} are added after them as identities" in out + err
+    new = read_weights(run)
+    assert new.config.blocks == deeper
+    # The source net is the reference: the grown one answers every input as it did, through
+    # the Keras model and through the folded inference graph the search uses.
+    planes = np.random.default_rng(7).integers(
+        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    before = old.trainer.model(planes, training=False)
+    after = new.trainer.model(planes, training=False)
+    for a, b in zip(before, after):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    from architectures.resnet import inference_forward
+    for a, b in zip(inference_forward(old.trainer.model, planes),
+                    inference_forward(new.trainer.model, planes)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    # The added blocks are not frozen at zero: one training step moves their last scale.
+    layer = new.trainer.model.get_layer(f"block{deeper - 1}_bn2")
+    assert not np.asarray(layer.gamma).any()
+    rng = np.random.default_rng(8)
+    size = old.config.board_size
+    batch = new.trainer.batch_size
+    targets = rng.dirichlet(np.ones(size * size + 1), batch).astype(np.float32)
+    new.trainer.train_step(
+        rng.integers(0, 2, (batch, *old.trainer.model.input_shape[1:])).astype(np.float32),
+        targets, rng.choice([-1.0, 1.0], batch).astype(np.float32))
+    assert np.asarray(layer.gamma).any()
+    # Removing blocks is refused in one line.
+    err = refused(tmp_path / "shallower", "--iterations", "1", "--blocks", str(old.config.blocks),
+                  "--init_from", str(run))
+    assert f"blocks: it has {deeper}, command asks {old.config.blocks}" in err
+
+
 def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(tmp_path):
     run = tmp_path / "cpu"
     before = time.process_time()

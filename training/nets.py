@@ -167,20 +167,30 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
-    except that `config` may add the auxiliary heads to a net trained without them: every
-    shared layer is copied by name and the ownership and score heads start fresh."""
+    except that `config` may grow the net: add the auxiliary heads to a net trained without
+    them (they start fresh) and residual blocks after its last one (they start as identities,
+    so the grown net plays exactly as the source did); every shared layer is copied by name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
-    compared = replace(found.config, aux_heads=config.aux_heads) if adds_heads else found.config
+    new_blocks = range(found.config.blocks, config.blocks)
+    # Compare with the source as grown: only what cannot be grown remains to refuse.
+    compared = replace(found.config, aux_heads=config.aux_heads if adds_heads
+                       else found.config.aux_heads, blocks=max(config.blocks, found.config.blocks))
     problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        if adds_heads:
-            _copy_shared_layers(found.trainer.model, trainer.model)
-            log(f"--init_from {found.label}: it has no ownership and score heads; they start "
-                "fresh, every other layer from its weights")
+        if adds_heads or new_blocks:
+            _copy_shared_layers(found.trainer.model, trainer.model, new_blocks)
+            if adds_heads:
+                log(f"--init_from {found.label}: it has no ownership and score heads; they "
+                    "start fresh, every other layer from its weights")
+            if new_blocks:
+                log(f"--init_from {found.label}: it has {found.config.blocks} residual blocks; "
+                    f"blocks {new_blocks.start}-{new_blocks.stop - 1} are added after them as "
+                    "identities (their last batch norm zeroed), every other layer from its "
+                    "weights")
         else:
             trainer.load_model_weights(found.weights)
     except ValueError as error:
@@ -189,16 +199,18 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     return found
 
 
-def _copy_shared_layers(source, target) -> None:
+def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
     """Copy every layer's weights of `source` into the layer of the same name in `target`
-    (batch-norm statistics included); `target` may have only the auxiliary heads besides."""
+    (batch-norm statistics included); `target` may have besides only the auxiliary heads,
+    which keep their fresh weights, and the residual blocks `new_blocks`, made identities."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
-    from architectures.resnet import AUX_HEAD_LAYERS
+    from architectures.resnet import AUX_HEAD_LAYERS, block_layers, make_block_identity
     layers = {layer.name: layer for layer in source.layers}
     extra = sorted(layer.name for layer in target.layers
                    if layer.weights and layer.name not in layers)
-    if set(extra) - set(AUX_HEAD_LAYERS):
-        raise ValueError(f"layers {extra} are not in the source net")
+    allowed = set(AUX_HEAD_LAYERS).union(*(block_layers(block) for block in new_blocks))
+    if set(extra) - allowed:
+        raise ValueError(f"layers {sorted(set(extra) - allowed)} are not in the source net")
     pairs = [(layers[layer.name], layer) for layer in target.layers
              if layer.weights and layer.name in layers]
     for src, dst in pairs:   # check every shape before assigning any
@@ -208,6 +220,8 @@ def _copy_shared_layers(source, target) -> None:
             raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
     for src, dst in pairs:
         dst.set_weights(src.get_weights())
+    for block in new_blocks:
+        make_block_identity(target, block)
     weights_changed(target)
 
 
