@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from architectures.resnet import has_aux_heads, is_built_by_build_model
+from architectures.resnet import block_layers, has_aux_heads, is_built_by_build_model
 
 OPSET = 17
 
@@ -79,9 +79,9 @@ def onnx_model(model, aux_heads: bool = False):
     x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
     x = conv_bn(x, "stem_conv", "stem_bn")
     block = 0
-    while f"block{block}_conv1" in layer:
-        y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
-        x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
+    while block_layers(block)[0] in layer:
+        conv1, bn1, conv2, bn2 = block_layers(block)
+        x = conv_bn(conv_bn(x, conv1, bn1), conv2, bn2, residual=x)
         block += 1
     if "gpool_dense" in layer:   # the global pooling bias, as resnet.py's inference_forward
         pooled = node("Flatten", [node("Concat", [node("GlobalAveragePool", [x]),

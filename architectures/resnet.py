@@ -75,10 +75,11 @@ def build_model(
     x = layers.ReLU(name="stem_relu")(batch_norm(x, "stem_bn"))
     for block in range(blocks):
         prefix = f"block{block}"
-        y = conv(x, filters, 3, f"{prefix}_conv1")
-        y = layers.ReLU(name=f"{prefix}_relu1")(batch_norm(y, f"{prefix}_bn1"))
-        y = conv(y, filters, 3, f"{prefix}_conv2")
-        y = batch_norm(y, f"{prefix}_bn2")
+        conv1, bn1, conv2, bn2 = block_layers(block)
+        y = conv(x, filters, 3, conv1)
+        y = layers.ReLU(name=f"{prefix}_relu1")(batch_norm(y, bn1))
+        y = conv(y, filters, 3, conv2)
+        y = batch_norm(y, bn2)
         x = layers.ReLU(name=f"{prefix}_relu2")(layers.Add(name=f"{prefix}_add")([x, y]))
     if global_pooling:
         pooled = layers.Concatenate(name="gpool_concat")([
@@ -134,9 +135,9 @@ def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor,
     batch = tf.shape(planes)[0]
     x = conv_bn(planes, "stem_conv", "stem_bn")
     block = 0
-    while f"block{block}_conv1" in layer:
-        y = conv_bn(x, f"block{block}_conv1", f"block{block}_bn1")
-        x = conv_bn(y, f"block{block}_conv2", f"block{block}_bn2", residual=x)
+    while block_layers(block)[0] in layer:
+        conv1, bn1, conv2, bn2 = block_layers(block)
+        x = conv_bn(conv_bn(x, conv1, bn1), conv2, bn2, residual=x)
         block += 1
     if "gpool_dense" in layer:
         pooled = tf.concat([tf.reduce_mean(x, axis=[1, 2]), tf.reduce_max(x, axis=[1, 2])], -1)
@@ -161,8 +162,10 @@ AUX_HEAD_LAYERS = ("ownership_conv", "score")
 
 
 def block_layers(block: int) -> tuple[str, ...]:
-    """The names of the layers with weights in residual block `block` (build_model): a warm
-    start may add blocks after the source's last one (training/nets.py init_weights)."""
+    """The names of the layers with weights in residual block `block`, (conv1, bn1, conv2,
+    bn2): build_model names them so, the folded graphs (here and onnx_export.py) find them so,
+    and a warm start may add blocks after the source's last one (training/nets.py
+    init_weights)."""
     return tuple(f"block{block}_{part}" for part in ("conv1", "bn1", "conv2", "bn2"))
 
 

@@ -174,8 +174,8 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     adds_heads = config.aux_heads and not found.config.aux_heads
     new_blocks = range(found.config.blocks, config.blocks)
     # Compare with the source as grown: only what cannot be grown remains to refuse.
-    compared = replace(found.config, aux_heads=config.aux_heads if adds_heads
-                       else found.config.aux_heads, blocks=max(config.blocks, found.config.blocks))
+    compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
+                       blocks=max(config.blocks, found.config.blocks))
     problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
