@@ -93,3 +93,50 @@ def test_c_and_reference_play_the_same_games_on_the_engine():
         np.testing.assert_array_equal(c_visits, r_visits)
     np.testing.assert_array_equal(c_board, r_board)
     np.testing.assert_array_equal(c_moves, r_moves)
+
+
+def stone_neighbours(stones: np.ndarray) -> np.ndarray:
+    """(k, N, N) stones -> (k, N, N): how many of each point's four neighbours hold a stone."""
+    padded = np.pad(stones, ((0, 0), (1, 1), (1, 1)))
+    return (padded[:, :-2, 1:-1] + padded[:, 2:, 1:-1]
+            + padded[:, 1:-1, :-2] + padded[:, 1:-1, 2:])
+
+
+@pytest.mark.parametrize("random_symmetry", [False, True])
+def test_random_symmetry_shows_the_net_turned_boards_and_maps_its_policy_back(random_symmetry):
+    """One black stone at (0, 1) of 7x7, white to move, in 16 games at once. The stand-in net
+    is equivariant (a point's prior grows with the stones beside it), so whatever symmetry it
+    is shown, the roots' priors must be high exactly at (0, 0), (0, 2) and (1, 1); the stone
+    it sees must sit at one of the 8 images of (0, 1), and at several only when turned."""
+    n, games = 7, 16
+    config = Config(board_size=n, history=0, simulations=8, random_symmetry=random_symmetry)
+    seen_at_root = []
+
+    def neighbour_net(planes):
+        stones = planes[..., 0] + planes[..., 1]            # history 0: own, opponent stones
+        if not seen_at_root:
+            seen_at_root.extend(int(np.flatnonzero(board.ravel())[0]) for board in stones)
+        weights = 1.0 + 100.0 * stone_neighbours(stones).reshape(len(planes), n * n)
+        policy = np.concatenate([weights, np.ones((len(planes), 1))], axis=1)
+        return ((policy / policy.sum(axis=1, keepdims=True)).astype(np.float32),
+                np.zeros(len(planes), np.float32))
+
+    driver = SearchingGames(config, games, neighbour_net, seed=3)
+    stones = np.zeros((games, n, n), np.int64)
+    stones[:, 0, 1] = 1
+    driver.go.set_board(stones, np.full(games, -1), slots=np.arange(games))
+    driver.search.reset(np.ones(games, bool))
+    stats = driver.think()
+
+    beside = {(0, 0), (0, 2), (1, 1)}
+    expected = np.array([101.0 if (p // n, p % n) in beside else 1.0 for p in range(n * n)])
+    expected[1] = 0.0                                       # the stone's own point
+    expected = np.append(expected, 0.0)                     # no pass while points are left
+    expected /= expected.sum()
+    np.testing.assert_allclose(stats.priors, np.tile(expected, (games, 1)), rtol=1e-5)
+    images = {r * n + c for r, c in [(0, 1), (1, 0), (0, 5), (5, 0), (6, 1), (1, 6), (6, 5),
+                                     (5, 6)]}
+    assert set(seen_at_root) <= images
+    assert len(set(seen_at_root)) >= (5 if random_symmetry else 1)
+    if not random_symmetry:
+        assert set(seen_at_root) == {1}
