@@ -295,7 +295,6 @@ def main(argv=None) -> int:
     nets = "ckpt" in (name_a + name_b) or "model" in (name_a + name_b)
     searching = (f"{simulations} simulations per net move"
                  + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
-                 + (" (random board symmetry)" if config.random_symmetry else "")
                  + ", " if nets else "")
     print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
           f"{'positional superko' if config.superko else 'simple ko'}, "

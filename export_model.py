@@ -2,7 +2,6 @@
 optimizer state and no replay, a few MB at most.
 
     python export_model.py --run runs/main9 --output models/9x9.npz [--checkpoint K]
-        [--play_simulations S] [--random_symmetry true|false]
 
 The file's info (training.nets.model_info) says where it came from: run, iteration, self-play
 games, positions, cpu_seconds and child_cpu_seconds (see bp_tree.py), train_steps, the
@@ -16,7 +15,6 @@ import argparse
 import os
 import sys
 
-from training.config import parse_bool
 from training.nets import NetOpenError, read_weights, save_model_file
 from training.run_directory import RunDirectory, resolve_run_path
 
@@ -34,9 +32,6 @@ def main(argv=None) -> int:
     parser.add_argument("--play_simulations", type=int, default=None, metavar="S",
                         help="the search per move the GTP engine and the GUI use by default "
                              "(default: the run's play_simulations, else its simulations)")
-    parser.add_argument("--random_symmetry", type=parse_bool, default=None, metavar="BOOL",
-                        help="true: the search of every front end sees each position under a "
-                             "random board symmetry (default: the run's random_symmetry)")
     args = parser.parse_args(argv)
     if args.play_simulations is not None and not 1 <= args.play_simulations <= 100_000:
         parser.error(f"--play_simulations must be in [1, 100000], got {args.play_simulations}")
@@ -56,8 +51,6 @@ def main(argv=None) -> int:
     config = found.config
     if args.play_simulations is not None:
         config = config.overridden(play_simulations=args.play_simulations)
-    if args.random_symmetry is not None:
-        config = config.overridden(random_symmetry=args.random_symmetry)
     path = save_model_file(args.output, config, found.weights, info)
     print(f"wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB): {found.label}, "
           f"{info.get('games', '?')} self-play games, "

@@ -144,8 +144,7 @@ def load_engine(args: argparse.Namespace):
     where = opened.path if opened.iteration is None else f"{opened.path} iteration {opened.iteration}"
     net = (f"{where}, {config.board_size}x{config.board_size}, "
            f"net {config.blocks}x{config.filters}, "
-           + (f"{simulations} simulations per move" if not args.no_search else "no search")
-           + (", random board symmetry" if config.random_symmetry else ""))
+           + (f"{simulations} simulations per move" if not args.no_search else "no search"))
     options = EngineOptions(simulations=simulations, use_search=not args.no_search,
                             resign_threshold=args.resign_threshold,
                             analysis_simulations=args.analysis_sims, net=net,

@@ -32,7 +32,6 @@ from kernels import GoBatch
 from py_util import BatchedMCTS
 from py_util.gumbel import GumbelRoots
 from training.config import Config
-from training.symmetries import NUM_SYMMETRIES, inverse, source_points
 
 Evaluator = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
@@ -50,7 +49,6 @@ class SearchSettings:
     sensible_moves_only: bool = True
     leaves_per_game: int = 1
     rollout_lambda: float = 0.0
-    random_symmetry: bool = False
 
     @classmethod
     def from_config(cls, config: Config, simulations: int | None = None) -> "SearchSettings":
@@ -59,8 +57,7 @@ class SearchSettings:
                    noise_fraction=config.noise_fraction,
                    sensible_moves_only=config.sensible_moves_only,
                    leaves_per_game=config.leaves_per_game,
-                   rollout_lambda=config.rollout_lambda,
-                   random_symmetry=config.random_symmetry)
+                   rollout_lambda=config.rollout_lambda)
 
 
 def game_results(go: GoBatch, slots):
@@ -129,7 +126,6 @@ class SearchingGames:
                           num_slots=num_games * (1 + self.search.max_nodes))
         self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
                        if gumbel_considered > 0 else None)
-        self.symmetry_rng = np.random.default_rng([seed, 3])
         self.evaluations = 0
 
     def node_slots(self, game, node) -> np.ndarray:
@@ -143,8 +139,9 @@ class SearchingGames:
         legal = (go.sensible_moves(slots) if self.settings.sensible_moves_only
                  else go.legal_moves(slots))
         terminal = go.is_over(slots)
-        policy, values = self._evaluate(go.features(self.history, slots))
+        policy, values = self.evaluator(go.features(self.history, slots))
         self.evaluations += len(terminal)
+        policy = xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32)
         values = _in_namespace(xp, values).astype(np.float32)
         mix = self.settings.rollout_lambda
         if mix > 0:
@@ -154,22 +151,6 @@ class SearchingGames:
             values = ((1.0 - mix) * values + mix * z).astype(np.float32)
         values = xp.where(terminal, go.finished_values(slots), values).astype(np.float32)
         return self._download(policy, legal, values, terminal)
-
-    def _evaluate(self, planes):
-        """The evaluator's (policy float32, values) of planes (k, N, N, C) in the engine's
-        namespace; with random_symmetry each position is seen under its own random symmetry
-        (training/symmetries.py) and its policy is brought back to the board as it stands."""
-        xp = self.go.xp
-        if not self.settings.random_symmetry:
-            policy, values = self.evaluator(planes)
-            return xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32), values
-        k, n = len(planes), self.board_size
-        symmetry = self.symmetry_rng.integers(0, NUM_SYMMETRIES, k)
-        rows, table = xp.arange(k)[:, None], source_points(n)
-        seen = planes.reshape(k, n * n, -1)[rows, xp.asarray(table[symmetry, :-1])]
-        policy, values = self.evaluator(seen.reshape(planes.shape))
-        policy = _in_namespace(xp, policy)[rows, xp.asarray(table[inverse(symmetry)])]
-        return xp.ascontiguousarray(policy, dtype=np.float32), values
 
     def _download(self, policy, legal, values, terminal):
         """One engine-to-host copy of the four arrays the tree takes, as one flat byte block

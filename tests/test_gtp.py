@@ -1017,14 +1017,12 @@ def test_a_model_file_plays_through_model_and_a_run_through_model_is_refused(tin
     import export_model
     model = tmp_path / "tiny.npz"
     assert export_model.main(["--run", str(tiny_run), "--output", str(model),
-                              "--play_simulations", "7", "--random_symmetry", "true"]) == 0
+                              "--play_simulations", "7"]) == 0
     engine = GtpProcess([sys.executable, str(PROJECT_ROOT / "gtp_engine.py"), "--model",
                          str(model)])
     try:
-        # The model's play_simulations is the engine's default budget (the run's is 4), and it
-        # searches as the model file says (the run did without random symmetry).
-        assert engine.command("bgz-net") == (f"{model}, 5x5, net 1x8, 7 simulations per move, "
-                                             "random board symmetry")
+        # The model's play_simulations is the engine's default budget (the run's is 4).
+        assert engine.command("bgz-net") == f"{model}, 5x5, net 1x8, 7 simulations per move"
         engine.command("boardsize 5")
         engine.command("clear_board")
         move = engine.command("genmove b")

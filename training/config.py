@@ -85,10 +85,6 @@ class Config:
     # random sensible playout from the leaf (GoBatch.playouts). 0: the net alone (AlphaZero);
     # 1: the playout alone (with a uniform evaluator, pure Monte Carlo tree search).
     rollout_lambda: float = 0.0
-    # Each net evaluation of the search sees its position under a random one of the board's 8
-    # symmetries (Leela Zero does this in play), its policy mapped back: the net's errors in
-    # one orientation are not repeated at every node of the tree. Off: every position as is.
-    random_symmetry: bool = False
 
     # Self-play.
     num_games: int = 128               # games played at once; the net's inference batch
@@ -291,7 +287,7 @@ class Config:
         return dataclasses.replace(self, **changes).validate()
 
 
-def parse_bool(text: str) -> bool:
+def _parse_bool(text: str) -> bool:
     lowered = text.lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
@@ -313,7 +309,7 @@ def _parser_for(f: dataclasses.Field):
     if f.name == "learning_rates":
         return _parse_schedule
     kind = type(f.default)
-    return parse_bool if kind is bool else kind
+    return _parse_bool if kind is bool else kind
 
 
 PRESETS = {
