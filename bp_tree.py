@@ -19,9 +19,10 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
 --init_from only applies to a run without a checkpoint: weights only, a fresh optimizer and
 an empty replay buffer; a source of another board size or net shape is refused, except that
 the net may grow: --aux_heads true adds the ownership and score heads to a net trained without
-them (they start fresh) and a larger --blocks adds residual blocks after the source's last
-(they start as identities, so the grown net first plays as the source did); every other layer
-comes from the source (training/nets.py init_weights). Train steps
+them (they start fresh), a larger --blocks adds residual blocks after the source's last
+(they start as identities) and --extra_features true adds the liberty and ko input planes
+(the stem's weights on them start at zero), so the grown net first plays as the source did;
+every other layer comes from the source (training/nets.py init_weights). Train steps
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
 --learning_rates 0:0.005 than at the schedule's first 0.02 (models/README.md).
 

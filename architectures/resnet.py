@@ -71,7 +71,7 @@ def build_model(
         return layers.BatchNormalization(name=name)(x)
 
     planes = keras.Input((board_size, board_size, input_planes), name="planes")
-    x = conv(planes, filters, 3, "stem_conv")
+    x = conv(planes, filters, 3, STEM_CONV)
     x = layers.ReLU(name="stem_relu")(batch_norm(x, "stem_bn"))
     for block in range(blocks):
         prefix = f"block{block}"
@@ -133,7 +133,7 @@ def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor,
         return tf.nn.bias_add(tf.matmul(x, layer[name].kernel), layer[name].bias)
 
     batch = tf.shape(planes)[0]
-    x = conv_bn(planes, "stem_conv", "stem_bn")
+    x = conv_bn(planes, STEM_CONV, "stem_bn")
     block = 0
     while block_layers(block)[0] in layer:
         conv1, bn1, conv2, bn2 = block_layers(block)
@@ -151,7 +151,7 @@ def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor,
 def is_built_by_build_model(model: keras.Model) -> bool:
     """Whether `inference_forward` understands this model (the layer names it reads exist)."""
     names = {item.name for item in model.layers}
-    required = {"stem_conv", "stem_bn", "policy_conv", "policy_bn", "policy_logits",
+    required = {STEM_CONV, "stem_bn", "policy_conv", "policy_bn", "policy_logits",
                 "value_conv", "value_bn", "value_hidden", "value"}
     return required <= names
 
@@ -159,6 +159,10 @@ def is_built_by_build_model(model: keras.Model) -> bool:
 # The layers with weights that `aux_heads` adds (build_model): a warm start may add them to a
 # net trained without (training/nets.py init_weights).
 AUX_HEAD_LAYERS = ("ownership_conv", "score")
+
+# The first convolution, the only layer that sees the input planes: a warm start may give it
+# the extra planes a source net was trained without (training/nets.py init_weights).
+STEM_CONV = "stem_conv"
 
 
 def block_layers(block: int) -> tuple[str, ...]:

@@ -909,6 +909,50 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
     assert f"blocks: it has {deeper}, command asks {old.config.blocks}" in err
 
 
+def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, tmp_path):
+    from architectures.resnet import inference_forward
+    from kernels.go_batch import EXTRA_PLANES
+    from training.nets import read_weights
+    source, _, _ = one_iteration
+    old = read_weights(source)
+    assert not old.config.extra_features
+    run = tmp_path / "featured"
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                              "--extra_features", "true", "--init_from", str(source))
+    assert code == 0, err
+    assert f"the stem's weights on the {EXTRA_PLANES} added planes start at zero" in out + err
+    new = read_weights(run)
+    assert new.config.extra_features
+    base = old.trainer.model.input_shape[-1]
+    assert new.trainer.model.input_shape[-1] == base + EXTRA_PLANES
+    # The source net is the reference: the grown one answers its planes as the source did,
+    # whatever the added planes hold.
+    rng = np.random.default_rng(9)
+    planes = rng.integers(0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    extra = rng.integers(0, 2, (6, *planes.shape[1:3], EXTRA_PLANES)).astype(np.float32)
+    grown_planes = np.concatenate([planes, extra], axis=-1)
+    before = old.trainer.model(planes, training=False)
+    after = new.trainer.model(grown_planes, training=False)
+    for a, b in zip(before, after):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    for a, b in zip(inference_forward(old.trainer.model, planes),
+                    inference_forward(new.trainer.model, grown_planes)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    # The added weights are not frozen at zero: one training step moves them.
+    stem = new.trainer.model.get_layer("stem_conv")
+    assert not np.asarray(stem.kernel)[:, :, base:, :].any()
+    size = old.config.board_size
+    batch = new.trainer.batch_size
+    targets = rng.dirichlet(np.ones(size * size + 1), batch).astype(np.float32)
+    new.trainer.train_step(
+        rng.integers(0, 2, (batch, *new.trainer.model.input_shape[1:])).astype(np.float32),
+        targets, rng.choice([-1.0, 1.0], batch).astype(np.float32))
+    assert np.asarray(stem.kernel)[:, :, base:, :].any()
+    # Dropping the planes again is refused in one line.
+    err = refused(tmp_path / "featureless", "--iterations", "1", "--init_from", str(run))
+    assert "extra_features: it has True, command asks False" in err
+
+
 def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(tmp_path):
     run = tmp_path / "cpu"
     before = time.process_time()

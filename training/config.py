@@ -269,7 +269,8 @@ class Config:
                             help="a new run starts from these weights (a model file .npz, a run "
                                  "directory or one of its checkpoints); fresh optimizer and replay; "
                                  "--aux_heads true may add fresh ownership and score heads, a larger "
-                                 "--blocks residual blocks that start as identities")
+                                 "--blocks residual blocks that start as identities, "
+                                 "--extra_features true input planes with zero weights")
         for f in fields(cls):
             parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
                                 choices=BACKENDS if f.name == "backend" else None,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.go_batch import describe_backend, resolve_backend
+from kernels.go_batch import EXTRA_PLANES, describe_backend, resolve_backend
 from training.config import Config
 from training.run_directory import (CHECKPOINT_PREFIX, ROOT, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
@@ -168,20 +168,24 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
     except that `config` may grow the net: add the auxiliary heads to a net trained without
-    them (they start fresh) and residual blocks after its last one (they start as identities,
-    so the grown net plays exactly as the source did); every shared layer is copied by name."""
+    them (they start fresh), residual blocks after its last one (they start as identities)
+    and the extra input planes to a net trained without them (the stem's weights on them start
+    at zero), so the grown net plays exactly as the source did; every shared layer is copied by
+    name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
     new_blocks = range(found.config.blocks, config.blocks)
+    adds_features = config.extra_features and not found.config.extra_features
     # Compare with the source as grown: only what cannot be grown remains to refuse.
     compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
-                       blocks=max(config.blocks, found.config.blocks))
+                       blocks=max(config.blocks, found.config.blocks),
+                       extra_features=found.config.extra_features or config.extra_features)
     problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        if adds_heads or new_blocks:
+        if adds_heads or new_blocks or adds_features:
             _copy_shared_layers(found.trainer.model, trainer.model, new_blocks)
             if adds_heads:
                 log(f"--init_from {found.label}: it has no ownership and score heads; they "
@@ -191,6 +195,10 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
                     f"blocks {new_blocks.start}-{new_blocks.stop - 1} are added after them as "
                     "identities (their last batch norm zeroed), every other layer from its "
                     "weights")
+            if adds_features:
+                log(f"--init_from {found.label}: it has no extra input planes; the stem's "
+                    f"weights on the {EXTRA_PLANES} added planes start at zero, every other "
+                    "weight from it")
         else:
             trainer.load_model_weights(found.weights)
     except ValueError as error:
@@ -202,9 +210,12 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
 def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
     """Copy every layer's weights of `source` into the layer of the same name in `target`
     (batch-norm statistics included); `target` may have besides only the auxiliary heads,
-    which keep their fresh weights, and the residual blocks `new_blocks`, made identities."""
+    which keep their fresh weights, and the residual blocks `new_blocks`, made identities, and
+    its stem may read more input planes than the source's: the planes features() appends
+    (extra_features), whose kernel weights are zero, so they change nothing until trained."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
-    from architectures.resnet import AUX_HEAD_LAYERS, block_layers, make_block_identity
+    from architectures.resnet import (AUX_HEAD_LAYERS, STEM_CONV, block_layers,
+                                      make_block_identity)
     layers = {layer.name: layer for layer in source.layers}
     extra = sorted(layer.name for layer in target.layers
                    if layer.weights and layer.name not in layers)
@@ -213,16 +224,33 @@ def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
         raise ValueError(f"layers {sorted(set(extra) - allowed)} are not in the source net")
     pairs = [(layers[layer.name], layer) for layer in target.layers
              if layer.weights and layer.name in layers]
+    copies = []
     for src, dst in pairs:   # check every shape before assigning any
-        shapes = [a.shape for a in src.get_weights()]
+        weights = src.get_weights()
         needed = [b.shape for b in dst.get_weights()]
+        if dst.name == STEM_CONV and len(weights) == 1 and len(needed) == 1:
+            weights = [_with_added_inputs(weights[0], needed[0])]
+        shapes = [a.shape for a in weights]
         if shapes != needed:
             raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
-    for src, dst in pairs:
-        dst.set_weights(src.get_weights())
+        copies.append((dst, weights))
+    for dst, weights in copies:
+        dst.set_weights(weights)
     for block in new_blocks:
         make_block_identity(target, block)
     weights_changed(target)
+
+
+def _with_added_inputs(kernel: np.ndarray, needed: tuple) -> np.ndarray:
+    """A convolution kernel (h, w, planes, filters) given zero weights on the input planes a
+    grown net appends after the source's; any other shape is returned as it is (and refused
+    by the caller)."""
+    height, width, planes, filters = kernel.shape
+    if needed[:2] != (height, width) or needed[3] != filters or needed[2] <= planes:
+        return kernel
+    grown = np.zeros(needed, kernel.dtype)
+    grown[:, :, :planes, :] = kernel
+    return grown
 
 
 def save_model_file(path: str | os.PathLike, config: Config, state: dict[str, np.ndarray],
