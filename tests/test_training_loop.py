@@ -868,6 +868,25 @@ def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iterati
     assert "aux_heads: it has True, command asks False" in err
 
 
+def assert_answers_as(grown, grown_planes, source, planes):
+    """`grown` answers `grown_planes` as `source` answers `planes`, through the Keras model
+    and through the folded inference graph the search uses."""
+    from architectures.resnet import inference_forward
+    for outputs in ((grown(grown_planes, training=False), source(planes, training=False)),
+                    (inference_forward(grown, grown_planes), inference_forward(source, planes))):
+        for b, a in zip(*outputs):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+
+def train_one_random_step(trainer, rng) -> None:
+    """One training step of `trainer` on a random batch of planes, policies and results."""
+    batch, size = trainer.batch_size, trainer.model.input_shape[1]
+    targets = rng.dirichlet(np.ones(size * size + 1), batch).astype(np.float32)
+    trainer.train_step(
+        rng.integers(0, 2, (batch, *trainer.model.input_shape[1:])).astype(np.float32),
+        targets, rng.choice([-1.0, 1.0], batch).astype(np.float32))
+
+
 def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, tmp_path):
     from training.nets import read_weights
     source, _, _ = one_iteration
@@ -884,24 +903,11 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
     # the Keras model and through the folded inference graph the search uses.
     planes = np.random.default_rng(7).integers(
         0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
-    before = old.trainer.model(planes, training=False)
-    after = new.trainer.model(planes, training=False)
-    for a, b in zip(before, after):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
-    from architectures.resnet import inference_forward
-    for a, b in zip(inference_forward(old.trainer.model, planes),
-                    inference_forward(new.trainer.model, planes)):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    assert_answers_as(new.trainer.model, planes, old.trainer.model, planes)
     # The added blocks are not frozen at zero: one training step moves their last scale.
     layer = new.trainer.model.get_layer(f"block{deeper - 1}_bn2")
     assert not np.asarray(layer.gamma).any()
-    rng = np.random.default_rng(8)
-    size = old.config.board_size
-    batch = new.trainer.batch_size
-    targets = rng.dirichlet(np.ones(size * size + 1), batch).astype(np.float32)
-    new.trainer.train_step(
-        rng.integers(0, 2, (batch, *old.trainer.model.input_shape[1:])).astype(np.float32),
-        targets, rng.choice([-1.0, 1.0], batch).astype(np.float32))
+    train_one_random_step(new.trainer, np.random.default_rng(8))
     assert np.asarray(layer.gamma).any()
     # Removing blocks is refused in one line.
     err = refused(tmp_path / "shallower", "--iterations", "1", "--blocks", str(old.config.blocks),
@@ -910,7 +916,6 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
 
 
 def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, tmp_path):
-    from architectures.resnet import inference_forward
     from kernels.go_batch import EXTRA_PLANES
     from training.nets import read_weights
     source, _, _ = one_iteration
@@ -931,22 +936,11 @@ def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, 
     planes = rng.integers(0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
     extra = rng.integers(0, 2, (6, *planes.shape[1:3], EXTRA_PLANES)).astype(np.float32)
     grown_planes = np.concatenate([planes, extra], axis=-1)
-    before = old.trainer.model(planes, training=False)
-    after = new.trainer.model(grown_planes, training=False)
-    for a, b in zip(before, after):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
-    for a, b in zip(inference_forward(old.trainer.model, planes),
-                    inference_forward(new.trainer.model, grown_planes)):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    assert_answers_as(new.trainer.model, grown_planes, old.trainer.model, planes)
     # The added weights are not frozen at zero: one training step moves them.
     stem = new.trainer.model.get_layer("stem_conv")
     assert not np.asarray(stem.kernel)[:, :, base:, :].any()
-    size = old.config.board_size
-    batch = new.trainer.batch_size
-    targets = rng.dirichlet(np.ones(size * size + 1), batch).astype(np.float32)
-    new.trainer.train_step(
-        rng.integers(0, 2, (batch, *new.trainer.model.input_shape[1:])).astype(np.float32),
-        targets, rng.choice([-1.0, 1.0], batch).astype(np.float32))
+    train_one_random_step(new.trainer, rng)
     assert np.asarray(stem.kernel)[:, :, base:, :].any()
     # Dropping the planes again is refused in one line.
     err = refused(tmp_path / "featureless", "--iterations", "1", "--init_from", str(run))
