@@ -43,7 +43,7 @@ def engine_moves_per_second(board_size: int, batch: int, seconds: float, backend
         over = games.is_over()
         if over.any():
             games.reset(over)
-            legal[games.to_numpy(over)] = games.legal_moves(over)
+            legal[over] = games.legal_moves(over)
         return legal
 
     # Warm up past the empty-board opening so the timed plies see mid-game positions too.

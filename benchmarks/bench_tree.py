@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from games.search import SearchingGames  # noqa: E402
+from kernels.go_batch import describe_backend  # noqa: E402
 from contention import BusyNeighbour, quiet_and_contended  # noqa: E402
 from py_util import BatchedMCTS  # noqa: E402
 from reference_mcts import ReferenceMCTS  # noqa: E402
@@ -129,15 +130,17 @@ def main() -> None:
     parser.add_argument("--contended", action="store_true",
                         help="also time runs beside one busy process pinned to a core")
     parser.add_argument("--repeats", type=int, default=5, help="runs each way with --contended")
+    parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"],
+                        help="where the rules engine runs (the tree is always C on the host)")
     args = parser.parse_args()
     n, batch, simulations = args.board_size, args.batch, args.simulations
     actions = n * n + 1
     config = Config(board_size=n, simulations=simulations, leaves_per_game=args.leaves,
-                    c_puct=1.25, fpu_reduction=0.25)
+                    c_puct=1.25, fpu_reduction=0.25, backend=args.backend)
 
     print(f"workload: {n}x{n}, {batch} games, {simulations} simulations per move, "
           f"leaves per game per step: {args.leaves}, uniform priors, random values, greedy "
-          f"moves, subtree reuse")
+          f"moves, subtree reuse; rules on {describe_backend(args.backend)}")
     first = SelfPlay(config, batch, args.seed, threads=args.threads)
     search = first.driver.search
     print(f"buffers: {search.max_nodes} nodes per game, tree {search.memory_bytes / 1e6:.0f} MB; "
@@ -172,7 +175,7 @@ def main() -> None:
           f"from the start: {reference_sims / reference_time:,.0f} simulations/s "
           f"(tree and driver {percent(reference_time - rclocks['engine'] - rclocks['net'], reference_time)}); C on the same moves: "
           f"{c_first_sims / c_first_time:,.0f} simulations/s")
-    summary = f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x"
+    contended_note = ""
     if args.contended:
         def measure():
             simulations, seconds = first.run(args.moves)
@@ -185,9 +188,11 @@ def main() -> None:
               f"(repeats {', '.join(f'{r:,.0f}' for r in contended)})")
         print(f"parallel regions so far: tree {first.driver.search.thread_stats()}, "
               f"engine {first.driver.go._target.thread_stats()}")
-        summary = (f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x "
-                   f"contended_sims_per_s={contended_rate:.0f} "
-                   f"contended_ratio={contended_rate / rate:.2f}")
+        contended_note = (f" contended_sims_per_s={contended_rate:.0f} "
+                          f"contended_ratio={contended_rate / rate:.2f}")
+    backend_note = f" backend={args.backend}" if args.backend != "cpu" else ""
+    summary = (f"tree {n}x{n} b{batch} sims_per_s={rate:.0f} vs_reference={ratio:.1f}x"
+               f"{contended_note}{backend_note}")
     print(summary)
 
 

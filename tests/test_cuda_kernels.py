@@ -66,7 +66,9 @@ def test_cpu_and_cuda_agree_on_random_games(board_size, superko):
         np.testing.assert_array_equal(cpu.position_hash(), gpu.to_numpy(gpu.position_hash()))
         if ply % 5 == 0:
             children = np.arange(batch, 2 * batch)
+            # Drawn on both: a draw moves the parents' generators on, and the children copy them.
             child_moves = cpu.random_moves()
+            np.testing.assert_array_equal(child_moves, gpu.to_numpy(gpu.random_moves()))
             cpu.copy_play(np.arange(batch), children, child_moves)
             gpu.copy_play(np.arange(batch), children, gpu.xp.asarray(child_moves))
             np.testing.assert_array_equal(cpu.board(children), gpu.to_numpy(gpu.board(children)))
