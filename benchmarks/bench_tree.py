@@ -186,8 +186,11 @@ def main() -> None:
         print(f"quiet: {rate:,.0f} simulations/s (repeats {', '.join(f'{r:,.0f}' for r in quiet)}); "
               f"beside a busy process pinned to CPU {neighbour.cpu}: {contended_rate:,.0f} "
               f"(repeats {', '.join(f'{r:,.0f}' for r in contended)})")
+        # Only the CPU engine runs OpenMP regions (GoBatch.thread_stats refuses the others).
+        engine_stats = (first.driver.go._target.thread_stats() if args.backend == "cpu"
+                        else f"none ({args.backend})")
         print(f"parallel regions so far: tree {first.driver.search.thread_stats()}, "
-              f"engine {first.driver.go._target.thread_stats()}")
+              f"engine {engine_stats}")
         contended_note = (f" contended_sims_per_s={contended_rate:.0f} "
                           f"contended_ratio={contended_rate / rate:.2f}")
     backend_note = f" backend={args.backend}" if args.backend != "cpu" else ""
