@@ -52,7 +52,18 @@ def x_display():
         number = os.read(read_end, 64).decode().strip() if ready else ""
         if not number.isdigit():
             pytest.fail(f"Xvfb did not start (exit status {server.poll()})")
-        yield f":{number}"
+        display = f":{number}"
+        # The GUI's own refusal ("no display answers") must not be mistaken for a server that
+        # is not up yet or has gone (a CI run under load once saw that refusal on a fresh
+        # server): the test starts only once the server answers a client.
+        deadline = time.monotonic() + 20
+        client_env = {**os.environ, "DISPLAY": display}
+        while subprocess.run([XDOTOOL, "getdisplaygeometry"], env=client_env,
+                             capture_output=True).returncode != 0:
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Xvfb at {display} does not answer (exit status {server.poll()})")
+            time.sleep(0.1)
+        yield display
     finally:
         os.close(read_end)
         server.terminate()
