@@ -56,13 +56,13 @@ def x_display():
         # The GUI's own refusal ("no display answers") must not be mistaken for a server that
         # is not up yet or has gone (a CI run under load once saw that refusal on a fresh
         # server): the test starts only once the server answers a client.
-        deadline = time.monotonic() + 20
-        client_env = {**os.environ, "DISPLAY": display}
-        while subprocess.run([XDOTOOL, "getdisplaygeometry"], env=client_env,
-                             capture_output=True).returncode != 0:
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Xvfb at {display} does not answer (exit status {server.poll()})")
-            time.sleep(0.1)
+        def answers():
+            try:
+                return xdotool(display, "getdisplaygeometry")
+            except subprocess.CalledProcessError:
+                return None
+
+        wait_for(f"an answer from Xvfb at {display}", answers, server, timeout=20, name="Xvfb")
         yield display
     finally:
         os.close(read_end)
@@ -81,11 +81,11 @@ def screen(display) -> np.ndarray:
     return np.asarray(ImageGrab.grab(xdisplay=display).convert("RGB"))
 
 
-def wait_for(what, condition, gui, timeout):
+def wait_for(what, condition, process, timeout, name="the GUI"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if gui.poll() is not None:
-            pytest.fail(f"the GUI ended while waiting for {what}: {exit_description(gui)}")
+        if process.poll() is not None:
+            pytest.fail(f"{name} ended while waiting for {what}: {exit_description(process)}")
         found = condition()
         if found is not None and found is not False:
             return found
