@@ -54,6 +54,7 @@ from games.matches import checkpoint_vs_checkpoint, play_against_gnugo, play_pai
 from games.ratings import elo_step
 from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
+from kernels.go_batch import resolve_backend
 from training.config import Config
 from training.nets import NetOpenError, build_trainer, describe_devices, init_weights, open_net
 from training.replay_buffer import ReplayBuffer, chunk_arrays
@@ -116,10 +117,25 @@ class TrainingLoop:
                 log(f"bp_tree: {error}")
                 raise SystemExit(EXIT_REFUSED) from None
         else:
-            self.selfplay = SelfPlay(config, self.net, seed=config.seed * 1_000_003 + iteration)
+            self.selfplay = SelfPlay(config, self._selfplay_net(),
+                                     seed=config.seed * 1_000_003 + iteration)
             self.selfplay.weights_version = iteration
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
         self.tf = tf
+
+    def _selfplay_net(self):
+        """The evaluator self-play runs: on the CUDA rules the net on the GPU without
+        TensorFlow (architectures/array_net.py), so the planes never leave the device; it
+        holds a folded copy of the weights, refreshed after each iteration's training.
+        Elsewhere the compiled net, which reads the trainer's variables itself."""
+        self.device_net = None
+        if resolve_backend(self.config.backend) != "cuda":
+            return self.net
+        import cupy  # deferred: a GPU extra
+        from architectures.array_net import GPU_PRECISION, ArrayNet, keras_named_weights
+        self.device_net = ArrayNet(keras_named_weights(self.trainer.model), self.config,
+                                   xp=cupy, precision=GPU_PRECISION)
+        return self.device_net
 
     def _resume(self, init_from: str | None) -> None:
         try:
@@ -175,6 +191,9 @@ class TrainingLoop:
             self.selfplay.publish(self.trainer.model.get_weights(), iteration)
         else:
             self.selfplay.weights_version = iteration
+            if self.device_net is not None:
+                from architectures.array_net import keras_named_weights
+                self.device_net.load(keras_named_weights(self.trainer.model))
 
         evaluation = None
         if config.random_every and iteration % config.random_every == 0:

@@ -5,9 +5,20 @@ change the environment of every subprocess, and in TF 2.21 it does not even hide
 "oneDNN custom operations are on" lines printed at import (they are logged before absl is
 initialised; measured with levels 2 and 3). oneDNN stays on and XLA off: on the 2-core
 AVX-512 machines XLA ran 15-45% slower and oneDNN off 20-55% slower.
-"""
-from architectures.inference import CompiledNet, DeviceTensor, mask_policy, net_device
-from architectures.resnet import build_model
-from architectures.training import Trainer
 
-__all__ = ["CompiledNet", "DeviceTensor", "Trainer", "build_model", "mask_policy", "net_device"]
+The names below load on first use (PEP 562), so `architectures.array_net`, the net's
+TensorFlow-free inference pass, imports without TensorFlow: the GPU machines self-play on
+have none.
+"""
+import importlib
+
+_HOMES = {"CompiledNet": "inference", "DeviceTensor": "inference", "mask_policy": "inference",
+          "net_device": "inference", "build_model": "resnet", "Trainer": "training"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'architectures' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"architectures.{_HOMES[name]}"), name)

@@ -44,11 +44,10 @@ assigns the model's variables some other way calls `weights_changed(model)` or
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import tensorflow as tf
 
+from architectures.onnx_export import onnxruntime_session
 from architectures.resnet import has_aux_heads, inference_forward, is_built_by_build_model
 
 BACKENDS = ("tensorflow", "onnxruntime")
@@ -197,7 +196,7 @@ class CompiledNet:
             return
         from architectures.onnx_export import onnx_model
         version = _weights_version(self.model)
-        self._session = _onnxruntime_session(onnx_model(self.model))
+        self._session = onnxruntime_session(onnx_model(self.model))
         self._session_version = version
 
     def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +218,7 @@ class CompiledNet:
             version = _weights_version(self.model)
             if self._aux_session is None or self._aux_session_version != version:
                 from architectures.onnx_export import onnx_model
-                self._aux_session = _onnxruntime_session(onnx_model(self.model, aux_heads=True))
+                self._aux_session = onnxruntime_session(onnx_model(self.model, aux_heads=True))
                 self._aux_session_version = version
             ownership, score = self._aux_session.run(None, {"planes": planes})
             # Tanh may round to 1 + 1 ulp here too (see _run_onnxruntime).
@@ -322,30 +321,6 @@ class CompiledNet:
         value = tf.concat(values, axis=0) if len(values) > 1 else values[0]
         tf.test.experimental.sync_devices()
         return DeviceTensor(policy), DeviceTensor(value)
-
-
-def _onnxruntime_session(proto):
-    import onnxruntime  # deferred: an optional back end
-
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Idle intra-op threads block at once instead of spinning: between net calls the
-    # search runs on this core and the rules engine's threads want the other.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    # As many threads as cores this process may run on: left to itself, ONNX Runtime counts
-    # the machine's cores and pins a thread to each, so a process confined to some cores
-    # (taskset, a container's cpuset) ran a thread on a core it was kept from.
-    options.intra_op_num_threads = allowed_cores()
-    return onnxruntime.InferenceSession(proto.SerializeToString(), options,
-                                        providers=["CPUExecutionProvider"])
-
-
-def allowed_cores() -> int:
-    """The number of cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no affinity masks on this OS
-        return max(1, os.cpu_count() or 1)
 
 
 def _to_host(array) -> np.ndarray:

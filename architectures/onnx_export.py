@@ -15,33 +15,44 @@ The initializers are the model's own variables, unchanged: `keras_weights(onnx_m
 gives back `m.get_weights()` bit for bit (tests/test_onnx.py). Folding the batch norms into
 the convolutions is left to ONNX Runtime's graph optimiser (Conv+BatchNormalization fusion),
 so no float rounding happens on the way out. tf2onnx is not needed (nor installable next to
-TF 2.21's protobuf without risk); the graph is twenty lines of `onnx.helper`.
+TF 2.21's protobuf without risk); the graph is twenty lines of `onnx.helper`. It is built
+from named weights (`onnx_graph`), so this module imports without TensorFlow.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from architectures.resnet import block_layers, has_aux_heads, is_built_by_build_model
+from architectures.array_net import BATCH_NORM_EPSILON, BATCH_NORM_FIELDS, keras_named_weights
 
 OPSET = 17
-
-
-def _layers(model) -> dict:
-    if not is_built_by_build_model(model):
-        raise ValueError("onnx_model needs a model from architectures.resnet.build_model")
-    return {layer.name: layer for layer in model.layers}
 
 
 def onnx_model(model, aux_heads: bool = False):
     """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net, or with
     `aux_heads` (ownership tanh, score) of one that has those heads."""
+    from architectures.resnet import has_aux_heads, is_built_by_build_model  # TensorFlow
+    if not is_built_by_build_model(model):
+        raise ValueError("onnx_model needs a model from architectures.resnet.build_model")
+    if aux_heads and not has_aux_heads(model):
+        raise ValueError("this net has no ownership head (it was trained without --aux_heads)")
+    weights = keras_named_weights(model)
+    n, _, channels = tuple(model.input_shape[1:])
+    return onnx_graph(weights, n, channels, model.name, aux_heads)
+
+
+def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, name: str,
+               aux_heads: bool = False):
+    """`onnx_model`'s graph from named weights ({"layer.field": array}, the names of
+    architectures/array_net.py `weight_names`): no TensorFlow needed, so a model file can run
+    in ONNX Runtime on a machine without it."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    layer = _layers(model)
-    if aux_heads and not has_aux_heads(model):
+    if aux_heads and "ownership_conv.kernel" not in weights:
         raise ValueError("this net has no ownership head (it was trained without --aux_heads)")
-    n, _, channels = tuple(model.input_shape[1:])
+    n = board_size
     nodes, initializers = [], []
     counter = iter(range(1 << 30))
 
@@ -55,15 +66,14 @@ def onnx_model(model, aux_heads: bool = False):
         return output
 
     def conv_bn(x: str, conv_name: str, bn_name: str, residual: str | None = None) -> str:
-        kernel = layer[conv_name].kernel.numpy()                  # HWIO
+        kernel = weights[f"{conv_name}.kernel"]                   # HWIO
         size = kernel.shape[0]
-        weights = constant(f"{conv_name}.kernel", kernel.transpose(3, 2, 0, 1))  # OIHW
-        y = node("Conv", [x, weights], kernel_shape=[size, size], pads=[size // 2] * 4)
-        bn = layer[bn_name]
+        kernel = constant(f"{conv_name}.kernel", kernel.transpose(3, 2, 0, 1))  # OIHW
+        y = node("Conv", [x, kernel], kernel_shape=[size, size], pads=[size // 2] * 4)
         y = node("BatchNormalization",
-                 [y] + [constant(f"{bn_name}.{field}", getattr(bn, field).numpy())
-                        for field in ("gamma", "beta", "moving_mean", "moving_variance")],
-                 epsilon=float(bn.epsilon))
+                 [y] + [constant(f"{bn_name}.{field}", weights[f"{bn_name}.{field}"])
+                        for field in BATCH_NORM_FIELDS],
+                 epsilon=BATCH_NORM_EPSILON)
         if residual is not None:
             y = node("Add", [y, residual])
         return node("Relu", [y])
@@ -73,20 +83,20 @@ def onnx_model(model, aux_heads: bool = False):
                                 constant(f"shape_{next(counter)}", np.array([0, -1], np.int64))])
 
     def dense(x: str, name: str) -> str:
-        return node("Gemm", [x, constant(f"{name}.kernel", layer[name].kernel.numpy()),
-                             constant(f"{name}.bias", layer[name].bias.numpy())])
+        return node("Gemm", [x, constant(f"{name}.kernel", weights[f"{name}.kernel"]),
+                             constant(f"{name}.bias", weights[f"{name}.bias"])])
 
     x = node("Transpose", ["planes"], perm=[0, 3, 1, 2])
     x = conv_bn(x, "stem_conv", "stem_bn")
     block = 0
-    while block_layers(block)[0] in layer:
-        conv1, bn1, conv2, bn2 = block_layers(block)
-        x = conv_bn(conv_bn(x, conv1, bn1), conv2, bn2, residual=x)
+    while f"block{block}_conv1.kernel" in weights:
+        x = conv_bn(conv_bn(x, f"block{block}_conv1", f"block{block}_bn1"),
+                    f"block{block}_conv2", f"block{block}_bn2", residual=x)
         block += 1
-    if "gpool_dense" in layer:   # the global pooling bias, as resnet.py's inference_forward
+    if "gpool_dense.kernel" in weights:   # the global pooling bias, as resnet.py's inference_forward
         pooled = node("Flatten", [node("Concat", [node("GlobalAveragePool", [x]),
                                                   node("GlobalMaxPool", [x])], axis=1)])
-        width = layer["gpool_dense"].kernel.shape[1]
+        width = weights["gpool_dense.kernel"].shape[1]
         bias = node("Reshape", [dense(pooled, "gpool_dense"),
                                 constant("gpool_shape", np.array([-1, width, 1, 1], np.int64))])
         x = node("Relu", [node("Add", [x, bias])])
@@ -95,10 +105,9 @@ def onnx_model(model, aux_heads: bool = False):
     if aux_heads:
         # ownership_conv is a 1x1 convolution with a bias and no batch norm; its one channel
         # makes NCHW (B, 1, N, N) and Keras' (B, N, N) the same row-major order.
-        conv = layer["ownership_conv"]
         logits = node("Conv", [x, constant("ownership_conv.kernel",
-                                           conv.kernel.numpy().transpose(3, 2, 0, 1)),
-                               constant("ownership_conv.bias", conv.bias.numpy())],
+                                           weights["ownership_conv.kernel"].transpose(3, 2, 0, 1)),
+                               constant("ownership_conv.bias", weights["ownership_conv.bias"])],
                       kernel_shape=[1, 1])
         shape = constant("ownership_shape", np.array([-1, n, n], np.int64))
         nodes.append(helper.make_node("Reshape", [node("Tanh", [logits]), shape], ["ownership"]))
@@ -117,13 +126,38 @@ def onnx_model(model, aux_heads: bool = False):
                    helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])]
 
     graph = helper.make_graph(
-        nodes, model.name,
+        nodes, name,
         [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, channels])],
         outputs, initializers)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="batched-go-zero")
     onnx.checker.check_model(proto)
     return proto
+
+
+def onnxruntime_session(proto):
+    """An ONNX Runtime CPU session of `proto`, set up for the search's steady calls."""
+    import onnxruntime  # deferred: an optional back end
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Idle intra-op threads block at once instead of spinning: between net calls the
+    # search runs on this core and the rules engine's threads want the other.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # As many threads as cores this process may run on: left to itself, ONNX Runtime counts
+    # the machine's cores and pins a thread to each, so a process confined to some cores
+    # (taskset, a container's cpuset) ran a thread on a core it was kept from.
+    options.intra_op_num_threads = allowed_cores()
+    return onnxruntime.InferenceSession(proto.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
+
+
+def allowed_cores() -> int:
+    """The number of cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity masks on this OS
+        return max(1, os.cpu_count() or 1)
 
 
 def keras_weights(proto, model) -> list[np.ndarray]:

@@ -1,10 +1,25 @@
-"""Self-play overhead: NN evaluations per second during self-play over the same net's raw
-batched inference rate, both measured in this run with the `cpu` preset's net and batch.
+"""Self-play speed, two ways.
 
-A ratio of 1 would mean rules, search and glue cost nothing next to the net. Repeats
-alternate the two measurements; the median of each is reported.
+Preset mode (the default): NN evaluations per second during self-play over the same net's raw
+batched inference rate, both measured in this run with a preset's fresh net and batch (needs
+TensorFlow). A ratio of 1 would mean rules, search and glue cost nothing next to the net.
+Repeats alternate the two measurements; the median of each is reported.
 
     .venv/bin/python benchmarks/bench_selfplay.py [--repeats R] [--positions P] [--preset cpu]
+
+Model mode (`--model`): a model file's net and its own self-play settings (the shipped net's:
+Gumbel root selection, 32 simulations) at each batch of `--batches`, on one rules back end and
+one net back end, with no TensorFlow: what a GPU machine without it measures.
+`--net array` runs architectures/array_net.py (CuPy on the CUDA back end, NumPy on the CPU);
+`--net onnxruntime` runs the model in ONNX Runtime on the CPU (the CPU back end's best). Each
+repeat times `--moves` moves of every game after `--warmup` moves (finished games restart).
+
+    python3 benchmarks/bench_selfplay.py --model models/9x9.npz --backend cuda --net array \
+        --batches 1024,4096,16384
+    python3 benchmarks/bench_selfplay.py --model models/9x9.npz --backend cpu --net onnxruntime \
+        --batches 256,1024
+
+The last line: `selfplay MODEL backend=B net=NET best_batch=K evals_per_s=X positions_per_s=Y`.
 """
 from __future__ import annotations
 
@@ -21,27 +36,23 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from architectures import CompiledNet  # noqa: E402
-from training.nets import build_trainer  # noqa: E402
-from training.config import PRESETS  # noqa: E402
 from games.selfplay import SelfPlay  # noqa: E402
+from training.config import PRESETS  # noqa: E402
 
 
-def raw_inference_rate(net, planes: np.ndarray, seconds: float) -> float:
+def raw_inference_rate(net, planes, seconds: float, synchronize=lambda: None) -> float:
     calls = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         net(planes)
+        synchronize()
         calls += 1
     return calls * len(planes) / (time.perf_counter() - start)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--positions", type=int, default=1024, help="self-play positions per repeat")
-    args = parser.parse_args()
+def preset_mode(args) -> None:
+    from architectures import CompiledNet
+    from training.nets import build_trainer
 
     config = PRESETS[args.preset]
     trainer = build_trainer(config)
@@ -70,6 +81,89 @@ def main() -> None:
           f"positions/s {statistics.median(position_rates):,.0f}")
     print(f"raw inference positions/s per repeat: {', '.join(f'{r:,.0f}' for r in net_rates)}")
     print(f"selfplay evals_per_s={evals:.0f} nn_only={nn_only:.0f} ratio={evals / nn_only:.3f}")
+
+
+def model_evaluator(args, config, backend: str):
+    """(evaluator, label, synchronize) of the model file for the chosen net back end."""
+    from architectures.array_net import ArrayNet, named_weights
+    from training.nets import _model_weights, _read_model_arrays
+
+    arrays = _read_model_arrays(Path(args.model).resolve())
+    weights = named_weights(config, _model_weights(arrays))
+    if args.net == "array":
+        if backend == "cuda":
+            import cupy
+            net = ArrayNet(weights, config, xp=cupy, precision=args.precision)
+            return net, f"array {args.precision} (CuPy)", cupy.cuda.Device().synchronize
+        return ArrayNet(weights, config), "array float32 (NumPy)", lambda: None
+    from architectures.onnx_export import allowed_cores, onnx_graph, onnxruntime_session
+
+    session = onnxruntime_session(onnx_graph(weights, config.board_size, config.input_planes,
+                                             "model"))
+
+    def evaluate(planes):
+        if not isinstance(planes, np.ndarray):
+            planes = planes.get()
+        policy, value = session.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
+        return policy, np.clip(value, -1.0, 1.0)
+    return evaluate, f"onnxruntime ({allowed_cores()} threads)", lambda: None
+
+
+def model_mode(args) -> None:
+    from kernels.go_batch import describe_backend, resolve_backend
+    from training.nets import read_config
+
+    config, path = read_config(args.model)
+    backend = resolve_backend(args.backend)
+    evaluator, label, synchronize = model_evaluator(args, config, backend)
+    print(f"model {path.name}: {config.board_size}x{config.board_size}, net {config.blocks}x"
+          f"{config.filters}, {config.simulations} simulations, gumbel_considered "
+          f"{config.gumbel_considered}; rules: {describe_backend(backend)}; net: {label}; "
+          f"{os.cpu_count()} CPU cores", flush=True)
+    best = None
+    for batch_size in args.batches:
+        run_config = config.overridden(num_games=batch_size, backend=backend)
+        selfplay = SelfPlay(run_config, evaluator, seed=1)
+        selfplay.play(10 ** 12, max_moves=args.warmup)
+        rates, position_rates = [], []
+        for _ in range(args.repeats):
+            batch = selfplay.play(10 ** 12, max_moves=args.moves)
+            rates.append(batch.nn_evaluations / batch.seconds)
+            position_rates.append(batch.positions_played / batch.seconds)
+        xp = selfplay.driver.go.xp
+        planes = xp.asarray((np.random.default_rng(0).random(
+            (batch_size, config.board_size, config.board_size, config.input_planes)) < 0.3
+                             ).astype(np.float32))
+        net_only = raw_inference_rate(evaluator, planes, seconds=2.0, synchronize=synchronize)
+        evals, positions = statistics.median(rates), statistics.median(position_rates)
+        print(f"selfplay b{batch_size} evals_per_s={evals:.0f} positions_per_s={positions:.0f} "
+              f"net_only_per_s={net_only:.0f} repeats={', '.join(f'{r:,.0f}' for r in rates)}",
+              flush=True)
+        if best is None or evals > best[1]:
+            best = (batch_size, evals, positions)
+        del selfplay
+    print(f"selfplay {path.name} backend={backend} net={args.net} best_batch={best[0]} "
+          f"evals_per_s={best[1]:.0f} positions_per_s={best[2]:.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--positions", type=int, default=1024, help="self-play positions per repeat")
+    parser.add_argument("--model", help="a model file: model mode (see the docstring)")
+    parser.add_argument("--backend", default="auto", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--net", default="array", choices=["array", "onnxruntime"])
+    parser.add_argument("--precision", default="float16", choices=["float32", "float16"])
+    parser.add_argument("--batches", default="1024,4096,16384",
+                        type=lambda text: [int(part) for part in text.split(",")])
+    parser.add_argument("--moves", type=int, default=2, help="moves per repeat (model mode)")
+    parser.add_argument("--warmup", type=int, default=1, help="moves before timing (model mode)")
+    args = parser.parse_args()
+    if args.model:
+        model_mode(args)
+    else:
+        preset_mode(args)
 
 
 if __name__ == "__main__":

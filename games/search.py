@@ -19,7 +19,9 @@ search step exactly one block goes each way between host and engine. Host to eng
 leaves' parent slots, their slots and their actions, int64 (3, k), in `GoBatch.upload`.
 Engine to host: what the C tree needs, in `_download`, one flat byte block of
 k * (5 * A + 5) bytes: priors float32 (k, A), values float32 (k,), legal bool (k, A),
-terminal bool (k,). On the CPU back end both are plain host copies.
+terminal bool (k,). On the CPU back end both are plain host copies. On the CUDA back end (without playouts) the
+search's own steps go through games/device_step.py instead: the same two copies, from and
+into pinned memory, with the rules' per-leaf work fused into one kernel and no other wait.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from games.device_step import COPY, COPY_PLAY, DeviceEvaluation
 from kernels import GoBatch
 from py_util import BatchedMCTS
 from py_util.gumbel import GumbelRoots
@@ -127,6 +130,11 @@ class SearchingGames:
         self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
                        if gumbel_considered > 0 else None)
         self.evaluations = 0
+        # The search's own steps on CUDA: one round trip each, the rules' work in one kernel.
+        self._device = (DeviceEvaluation(self.go, evaluator, config.history,
+                                         settings.sensible_moves_only)
+                        if self.go.backend_name == "cuda" and settings.rollout_lambda == 0
+                        else None)
 
     def node_slots(self, game, node) -> np.ndarray:
         return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
@@ -167,6 +175,11 @@ class SearchingGames:
                 block[c:].view(np.bool_))
 
     def _evaluate_leaves(self, leaves):
+        if self._device is not None:
+            self.evaluations += len(leaves.node)
+            return self._device.evaluate(
+                COPY_PLAY, self.node_slots(leaves.game, leaves.parent),
+                self.node_slots(leaves.game, leaves.node), leaves.action)
         (parents, destination), actions = self.go.upload(
             [self.node_slots(leaves.game, leaves.parent), self.node_slots(leaves.game, leaves.node)],
             leaves.action)
@@ -179,15 +192,20 @@ class SearchingGames:
         if not needs.any():
             return
         chosen = np.flatnonzero(needs)
-        (games_slots, roots), _ = self.go.upload(
-            [chosen, self.node_slots(chosen, self.search.root_nodes[chosen])])
-        self.go.copy(games_slots, roots)
+        roots = self.node_slots(chosen, self.search.root_nodes[chosen])
         count, actions = self.num_games, self.board_size ** 2 + 1
         priors = np.zeros((count, actions), np.float32)
         legal = np.zeros((count, actions), bool)
         values = np.zeros(count, np.float32)
         terminal = np.zeros(count, bool)
-        priors[chosen], legal[chosen], values[chosen], terminal[chosen] = self.evaluate_slots(roots)
+        if self._device is not None:
+            self.evaluations += len(chosen)
+            evaluation = self._device.evaluate(COPY, chosen, roots)
+        else:
+            (games_slots, roots), _ = self.go.upload([chosen, roots])
+            self.go.copy(games_slots, roots)
+            evaluation = self.evaluate_slots(roots)
+        priors[chosen], legal[chosen], values[chosen], terminal[chosen] = evaluation
         self.search.expand_roots(priors, legal, values, terminal, games=needs)
 
     def think(self, games=None, noise=False, simulations: int | None = None):
@@ -203,8 +221,9 @@ class SearchingGames:
                 # Gumbel noise is the exploration: no Dirichlet noise on top.
                 search = self.search
                 values = np.zeros(self.num_games)
+                roots = search.root_nodes   # one status read: it covers every game
                 for g in np.flatnonzero(games & ~search.terminal_roots):
-                    values[g] = search.node_info(int(g), int(search.root_nodes[g])).value
+                    values[g] = search.node_info(int(g), int(roots[g])).value
                 self.gumbel.start(search, games, noisy, values,
                                   simulations or self.settings.simulations)
                 root_actions = lambda: self.gumbel.root_actions(search)  # noqa: E731

@@ -31,6 +31,7 @@ import numpy as np
 
 from games.search import SearchingGames, game_results
 from games.territory import area_ownership
+from kernels.go_batch import resolve_backend
 from training.config import Config
 
 
@@ -67,10 +68,14 @@ class SelfPlayBatch:
 
 
 class SelfPlay:
-    # One thread for the rules and the tree (measured, bench_selfplay and a timing of the
-    # net's calls): idle OpenMP workers spinning between regions slowed each TensorFlow call
-    # by 10-35%, more than a second thread saves on the search.
-    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int = 1):
+    # num_threads None: one thread for the rules and the tree on the CPU back end (measured,
+    # bench_selfplay and a timing of the net's calls: idle OpenMP workers spinning between
+    # regions slowed each TensorFlow call by 10-35%, more than a second thread saves on the
+    # search); every core for the tree on CUDA, where the net is not on the CPU and the
+    # tree's share of a step grows with thousands of games.
+    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int | None = None):
+        if num_threads is None:
+            num_threads = 0 if resolve_backend(config.backend) == "cuda" else 1
         self.config = config
         games = config.num_games
         length = config.resolved_max_moves
@@ -104,14 +109,16 @@ class SelfPlay:
         self.would_resign[games] = 0
         self.playthrough[games] = self.rng.random(int(games.sum())) < self.config.resign_playthrough
 
-    def play(self, num_positions: int, progress=None) -> SelfPlayBatch:
-        """Play until at least `num_positions` positions of finished games are collected."""
+    def play(self, num_positions: int, progress=None, max_moves: int | None = None) -> SelfPlayBatch:
+        """Play until at least `num_positions` positions of finished games are collected, or
+        (benchmarks) until every game made `max_moves` moves, whichever comes first."""
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
         planes, policy, value, versions, finished = [], [], [], [], []
         ownership, score, final = [], [], []
-        collected = false_resigns = playthrough_resigns = played = 0
-        while collected < num_positions:
+        collected = false_resigns = playthrough_resigns = played = moves = 0
+        while collected < num_positions and (max_moves is None or moves < max_moves):
+            moves += 1
             done = self._step()
             played += self.config.num_games   # every game made one move (or resigned)
             for game in np.flatnonzero(done):

@@ -22,6 +22,7 @@ KERNEL_NAMES = (
     "go_reset_kernel", "go_seed_kernel", "go_status_kernel", "go_play_kernel", "go_copy_play_kernel",
     "go_copy_kernel", "go_legal_kernel", "go_sensible_kernel", "go_board_kernel", "go_area_kernel", "go_random_kernel",
     "go_random_from_mask_kernel", "go_features_kernel", "go_set_board_kernel", "go_playout_kernel",
+    "go_leaf_kernel", "go_pack_kernel",
 )
 
 
@@ -95,6 +96,17 @@ class CudaBackend:
 
     def copy_play_unchecked(self, src, dst, moves):
         self._launch("go_copy_play_kernel", len(src), src, dst, moves)
+
+    def leaf_step(self, src, dst, moves, mode: int, history: int, extra: bool, sensible: bool,
+                  komi: float, planes, mask, over, finished):
+        """go_leaf_kernel over len(dst) rows (its comment says what each argument holds)."""
+        self._launch("go_leaf_kernel", len(dst), src, dst, moves, np.int32(mode),
+                     np.int32(history), np.int32(extra), np.int32(sensible), np.float32(komi),
+                     planes, mask, over, finished)
+
+    def pack(self, policy, value, finished, logits: bool, block, count: int):
+        """go_pack_kernel over `count` rows of an evaluation block."""
+        self._launch("go_pack_kernel", count, policy, value, finished, np.int32(logits), block)
 
     def copy(self, src, dst):
         self._launch("go_copy_kernel", len(src), src, dst)

@@ -123,3 +123,60 @@ extern "C" __global__ void go_playout_kernel(uint8_t *pool, const int64_t *slots
     BOARD_INDEX(i);
     scores[i] = go_playout(&layout, SLOT(slots[i]), scratch + i * (long long)layout.slot_bytes);
 }
+
+/* A search step's leaves in one launch (games/device_step.py). Row i takes slot dst[i] as it
+ * is (mode 0), as a copy of src[i] (mode 1: a root taken from its game's slot), or as that copy
+ * with moves[i] played (mode 2: a new leaf; the caller vouches that the move is legal and the
+ * destinations distinct, as for copy_play_unchecked). Then it writes what evaluating dst[i]
+ * needs: its input planes (go_features), its move mask (go_sensible_mask when `sensible`,
+ * else go_legal_mask), its game-over flag, and for a finished game the result for the side to
+ * move there (+1 won, -1 lost, 0 drawn: area score minus komi), 0 for a game that goes on. */
+extern "C" __global__ void go_leaf_kernel(uint8_t *pool, const int64_t *src, const int64_t *dst,
+                                          const int64_t *moves, int mode, int history, int extra,
+                                          int sensible, float komi, float *planes, uint8_t *mask,
+                                          uint8_t *over, float *finished, int count)
+{
+    BOARD_INDEX(i);
+    uint8_t *base = SLOT(dst[i]);
+    if (mode >= 1) go_copy_slot(&layout, base, SLOT(src[i]));
+    if (mode == 2) go_play(&layout, base, moves[i]);
+    if (sensible) go_sensible_mask(&layout, base, mask + i * (GO_N * GO_N + 1));
+    else go_legal_mask(&layout, base, mask + i * (GO_N * GO_N + 1));
+    const GoHeader *h = (const GoHeader *)base;
+    over[i] = h->over ? 1 : 0;
+    float result = 0.0f;
+    if (h->over) {
+        const float margin = (float)go_area_score(&layout, base) - komi;
+        const float black = margin > 0.0f ? 1.0f : (margin < 0.0f ? -1.0f : 0.0f);
+        result = h->to_play == GO_BLACK ? black : -black;
+    }
+    finished[i] = result;
+    const int channels = 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+    go_features(&layout, base, history, extra, planes + i * (long long)(GO_N * GO_N * channels));
+}
+
+/* The evaluation of a search step's leaves, in place in the block the host reads back (layout
+ * in games/device_step.py): priors[i] = softmax(policy[i]) when `logits`, else policy[i] as
+ * given (probabilities); values[i] = finished[i] where the game is over (over[i], written by
+ * go_leaf_kernel into the same block), else value[i]. */
+extern "C" __global__ void go_pack_kernel(uint8_t *pool, const float *policy, const float *value,
+                                          const float *finished, int logits, uint8_t *block,
+                                          int count)
+{
+    BOARD_INDEX(i);
+    const int actions = GO_N * GO_N + 1;
+    float *priors = (float *)block + i * (long long)actions;
+    float *values = (float *)block + count * (long long)actions;
+    const uint8_t *over = block + 5 * count * (long long)actions + 4 * (long long)count;
+    const float *row = policy + i * (long long)actions;
+    if (logits) {
+        float top = row[0], total = 0.0f;
+        for (int a = 1; a < actions; a++) top = fmaxf(top, row[a]);
+        for (int a = 0; a < actions; a++) { priors[a] = __expf(row[a] - top); total += priors[a]; }
+        const float scale = 1.0f / total;
+        for (int a = 0; a < actions; a++) priors[a] *= scale;
+    } else {
+        for (int a = 0; a < actions; a++) priors[a] = row[a];
+    }
+    values[i] = over[i] ? finished[i] : value[i];
+}

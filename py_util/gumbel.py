@@ -134,15 +134,14 @@ class GumbelRoots:
         games, for games whose budget is spent, and where no legal action has the visits the
         schedule asks for (PUCT then chooses; it does not happen while every simulation
         follows the schedule)."""
-        stats = search.root_statistics()
-        score, visits = self._scores(stats)
-        done = np.asarray(search.simulations, dtype=np.int64)
-        considered = np.minimum(self.considered, stats.legal.sum(axis=1))
-        running = self._games & (done < self.simulations) & (considered > 0)
-        target = self._table[considered, np.minimum(done, self.simulations - 1)]
-        candidates = stats.legal & (visits == target[:, None]) & running[:, None]
-        chosen = np.argmax(np.where(candidates, score, -np.inf), axis=1)
-        return np.where(candidates.any(axis=1), chosen, -1).astype(np.int64)
+        # Once per search step over every root: in C, over games on the tree's threads (in
+        # NumPy it was the largest host cost of a step with thousands of games on a GPU).
+        # tests/test_gumbel.py holds the same choice in NumPy terms as its reference.
+        if self.simulations < 1:
+            return np.full(self.batch_size, -1, np.int64)
+        return search.gumbel_root_actions(self._games, self.gumbel, self.base_visits,
+                                          self.root_values, self._table, self.considered,
+                                          self.simulations)
 
     def actions(self, search) -> np.ndarray:
         """int64 (B,): the move of each started game, among its most visited actions this

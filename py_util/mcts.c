@@ -1072,6 +1072,112 @@ done:
 }
 GUARDED(tree_root_arrays)
 
+/* Gumbel root selection's choice for game g's next simulation (py_util/gumbel.py, whose
+ * module docstring defines every term; GumbelRoots.root_actions is this, batched in NumPy
+ * terms, and tests/test_gumbel.py checks one against the other): among the root's actions
+ * whose visits this move equal the halving schedule's target, the one maximising
+ * g + log prior + sigma(completed q), ties to the lower action; -1 where none qualifies. */
+#define GUMBEL_C_VISIT 50.0
+#define GUMBEL_C_SCALE 0.1
+#define GUMBEL_MIN_PRIOR 1e-12
+static int64_t gumbel_root_action(const TreeObject *t, Py_ssize_t g, const double *gumbel,
+                                  const int64_t *base_visits, double root_value, const int64_t *table,
+                                  int considered, int simulations)
+{
+    const Node *root = root_node(t, g);
+    if (root->state != NODE_EXPANDED || root->num_edges == 0) return -1;
+    const int32_t done = t->simulations[g];
+    const int m = root->num_edges < considered ? root->num_edges : considered;
+    if (done >= simulations || m <= 0) return -1;
+    const int64_t target = table[(Py_ssize_t)m * simulations + done];
+    const GameView v = game_view(t, g);
+    const Edge *first = v.edge + root->first_edge, *end = first + root->num_edges;
+    /* The mixed value of unvisited actions, and the range of completed q. */
+    double total = 0.0, mass = 0.0, weighted = 0.0;
+    int32_t most = 0;
+    for (const Edge *e = first; e < end; e++) {
+        total += e->visits;
+        if (e->visits > most) most = e->visits;
+        if (e->visits > 0) {
+            const double p = e->prior > GUMBEL_MIN_PRIOR ? e->prior : (float)GUMBEL_MIN_PRIOR;
+            mass += p;
+            weighted += p * (double)(float)(e->value_sum / e->visits);
+        }
+    }
+    const double mixed = (root_value + total * (mass > 0 ? weighted / mass : 0.0)) / (1.0 + total);
+    double low = INFINITY, high = -INFINITY;
+    for (const Edge *e = first; e < end; e++) {
+        const double q = e->visits > 0 ? (double)(float)(e->value_sum / e->visits) : mixed;
+        if (q < low) low = q;
+        if (q > high) high = q;
+    }
+    const double scale = high > low ? high - low : 1.0;
+    const double weight = (GUMBEL_C_VISIT + most) * GUMBEL_C_SCALE;
+    int64_t best = -1;
+    double best_score = -INFINITY;
+    for (const Edge *e = first; e < end; e++) {
+        const Py_ssize_t at = g * t->num_actions + e->action;
+        if (e->visits - base_visits[at] != target) continue;
+        const double q = e->visits > 0 ? (double)(float)(e->value_sum / e->visits) : mixed;
+        const double prior = e->prior > GUMBEL_MIN_PRIOR ? (double)e->prior : GUMBEL_MIN_PRIOR;
+        const double score = gumbel[at] + log(prior) + weight * ((q - low) / scale);
+        if (best < 0 || score > best_score || (score == best_score && e->action < best)) {
+            best = e->action;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+/* gumbel_root_actions(games bool (B,), gumbel float64 (B, A), base_visits int64 (B, A),
+ * root_values float64 (B,), table int64 (considered + 1, simulations), considered,
+ * simulations, out int64 (B,)): out[g] = gumbel_root_action for the chosen games, -1 for the
+ * others; over games on the thread team. */
+static PyObject *tree_gumbel_root_actions_unguarded(TreeObject *self, PyObject *args)
+{
+    PyObject *objects[6];
+    int considered, simulations;
+    Buffer mask = {0}, gumbel = {0}, base = {0}, values = {0}, table = {0}, out = {0};
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "OOOOOiiO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &considered, &simulations, &objects[5]))
+        return NULL;
+    const Py_ssize_t batch = self->batch_size, a_count = self->num_actions;
+    if (considered < 1 || simulations < 1) {
+        PyErr_Format(PyExc_ValueError, "considered and simulations must be >= 1, got %d and %d",
+                     considered, simulations);
+        return NULL;
+    }
+    if (borrow(objects[0], &mask, 0, KIND_BOOL, batch, "games") < 0 ||
+        borrow(objects[1], &gumbel, 0, KIND_FLOAT64, batch * a_count, "gumbel") < 0 ||
+        borrow(objects[2], &base, 0, KIND_INT64, batch * a_count, "base_visits") < 0 ||
+        borrow(objects[3], &values, 0, KIND_FLOAT64, batch, "root_values") < 0 ||
+        borrow(objects[4], &table, 0, KIND_INT64, (Py_ssize_t)(considered + 1) * simulations, "table") < 0 ||
+        borrow(objects[5], &out, 1, KIND_INT64, batch, "out") < 0)
+        goto done;
+    const uint8_t *chosen = mask.view.buf;
+    const double *g_noise = gumbel.view.buf, *root_values = values.view.buf;
+    const int64_t *base_visits = base.view.buf, *schedule = table.view.buf;
+    int64_t *actions = out.view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    FOR_GAMES(self, REGION_SELECT, batch >= PARALLEL_MIN_GAMES, g, {
+        actions[g] = chosen[g] ? gumbel_root_action(self, g, g_noise, base_visits, root_values[g],
+                                                    schedule, considered, simulations)
+                               : -1;
+    });
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    release(&out);
+    release(&table);
+    release(&values);
+    release(&base);
+    release(&gumbel);
+    release(&mask);
+    return result;
+}
+GUARDED(tree_gumbel_root_actions)
+
 /* game_status(out int64 (B, STATUS_COUNT)): one row per game, columns as STATUS_FIELDS. */
 static PyObject *tree_game_status_unguarded(TreeObject *self, PyObject *args)
 {
@@ -1329,6 +1435,9 @@ static PyMethodDef tree_methods[] = {
      "mix_root_noise(games, noise float64 (B, A), fraction)"},
     {"advance", (PyCFunction)tree_advance, METH_VARARGS, "advance(games, actions int64 (B,))"},
     {"root_arrays", (PyCFunction)tree_root_arrays, METH_VARARGS, "root_arrays(visits, q, priors, legal)"},
+    {"gumbel_root_actions", (PyCFunction)tree_gumbel_root_actions, METH_VARARGS,
+     "gumbel_root_actions(games, gumbel float64 (B, A), base_visits int64 (B, A), root_values float64 (B,), "
+     "table int64 (considered + 1, simulations), considered, simulations, out int64 (B,))"},
     {"game_status", (PyCFunction)tree_game_status, METH_VARARGS, "game_status(out int64 (B, len(STATUS_FIELDS)))"},
     {"done", (PyCFunction)tree_done, METH_VARARGS, "done(games, simulation_limit) -> bool"},
     {"node_info", (PyCFunction)tree_node_info, METH_VARARGS,

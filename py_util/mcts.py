@@ -275,6 +275,23 @@ class BatchedMCTS:
             if not active:
                 return evaluated
 
+    def gumbel_root_actions(self, games, gumbel, base_visits, root_values, table,
+                            considered: int, simulations: int) -> np.ndarray:
+        """int64 (B,): Gumbel sequential halving's root action for each chosen game's next
+        simulation, -1 where none (py_util/gumbel.py `GumbelRoots.root_actions` defines the
+        choice and passes its state here: noise float (B, A), visits at the move's start
+        (B, A), root values (B,), the halving schedule table (considered + 1, simulations))."""
+        shape = (self.batch_size, self.num_actions)
+        out = np.empty(self.batch_size, np.int64)
+        self._tree.gumbel_root_actions(
+            self._mask(games), _float64_array(gumbel, "gumbel", shape),
+            _int64_array(base_visits, "base_visits", shape),
+            _float64_array(root_values, "root_values", (self.batch_size,)),
+            _int64_array(table, "table", (considered + 1, simulations)),
+            _positive_int(considered, "considered"), _positive_int(simulations, "simulations"),
+            out)
+        return out
+
     def thread_stats(self) -> dict:
         """{"parallel_runs", "serial_runs", "failed_runs"} of the parallel regions so far (team
         runs, one-thread runs while backing off, team runs judged too slow)."""
@@ -511,6 +528,22 @@ def _float_array(values, name: str, shape: tuple) -> np.ndarray:
         raise ValueError(f"{name} must be a float array of shape {shape}, got dtype "
                          f"{array.dtype} shape {array.shape}")
     return np.ascontiguousarray(array, dtype=np.float32)
+
+
+def _float64_array(values, name: str, shape: tuple) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind not in "fiu" or array.shape != shape:
+        raise ValueError(f"{name} must be a float array of shape {shape}, got dtype "
+                         f"{array.dtype} shape {array.shape}")
+    return np.ascontiguousarray(array, dtype=np.float64)
+
+
+def _int64_array(values, name: str, shape: tuple) -> np.ndarray:
+    array = np.asarray(values)
+    if array.dtype.kind not in "iu" or array.shape != shape:
+        raise ValueError(f"{name} must be an integer array of shape {shape}, got dtype "
+                         f"{array.dtype} shape {array.shape}")
+    return np.ascontiguousarray(array, dtype=np.int64)
 
 
 def _bool_array(values, name: str, shape: tuple) -> np.ndarray:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from py_util import BatchedMCTS
-from py_util.gumbel import C_SCALE, C_VISIT, GumbelRoots, halving_schedule
+from py_util.gumbel import (C_SCALE, C_VISIT, GumbelRoots, completed_q, halving_schedule,
+                            logits_of, sigma)
 
 
 @pytest.mark.parametrize("considered, simulations, expected", [
@@ -157,3 +158,66 @@ def test_gumbel_refuses_settings_it_does_not_combine_with():
                   dict(leaves_per_game=2)):
         with pytest.raises(ValueError, match="gumbel_considered"):
             Config(gumbel_considered=4, **other).validate()
+
+
+def numpy_root_actions(roots, search):
+    """The root choice in the module's batched NumPy formulas (completed_q, sigma, the halving
+    table): the reference for the C that `GumbelRoots.root_actions` calls."""
+    stats = search.root_statistics()
+    visits = stats.visits.astype(np.int64)
+    q = completed_q(visits, stats.q.astype(np.float64), stats.priors, stats.legal,
+                    roots.root_values)
+    score = roots.gumbel + logits_of(stats.priors) + sigma(q, visits, stats.legal)
+    this_move = visits - roots.base_visits
+    done = search.simulations
+    considered = np.minimum(roots.considered, stats.legal.sum(axis=1))
+    running = roots._games & (done < roots.simulations) & (considered > 0)
+    target = roots._table[considered, np.minimum(done, roots.simulations - 1)]
+    candidates = stats.legal & (this_move == target[:, None]) & running[:, None]
+    chosen = np.argmax(np.where(candidates, score, -np.inf), axis=1)
+    return np.where(candidates.any(axis=1), chosen, -1), score
+
+
+@pytest.mark.parametrize("num_threads", [1, 0])
+def test_root_actions_match_the_numpy_formulas_over_many_games_and_moves(num_threads):
+    """Random trees (random priors, legal masks, values, finished leaves), subtree reuse across
+    three moves, some games left out: at every step of every search the C choice is the NumPy
+    formulas' choice (or, at a near tie, one scoring within rounding of it)."""
+    games, actions, simulations = 96, 30, 24
+    rng = np.random.default_rng(11)
+    search = BatchedMCTS(games, actions, simulations, num_threads=num_threads, seed=3)
+    roots = GumbelRoots(games, actions, 8, seed=4)
+
+    def random_evaluation(k):
+        legal = rng.random((k, actions)) < 0.6
+        legal[:, -1] = True
+        priors = rng.dirichlet(np.full(actions, 0.3), size=k).astype(np.float32)
+        return (priors, legal, rng.uniform(-1, 1, k).astype(np.float32), rng.random(k) < 0.05)
+
+    compared = 0
+
+    def checked_root_actions():
+        nonlocal compared
+        chosen = roots.root_actions(search)
+        expected, score = numpy_root_actions(roots, search)
+        differ = np.flatnonzero(chosen != expected)
+        for g in differ:
+            assert chosen[g] >= 0 and expected[g] >= 0, (g, chosen[g], expected[g])
+            assert abs(score[g, chosen[g]] - score[g, expected[g]]) < 1e-9
+        compared += int((expected >= 0).sum())
+        return chosen
+
+    search.expand_roots(*random_evaluation(games))
+    for move in range(3):
+        playing = (rng.random(games) < 0.8) & ~search.terminal_roots
+        values = np.array([search.node_info(g, int(r)).value
+                           for g, r in enumerate(search.root_nodes)])
+        roots.start(search, playing, move != 1, values, simulations)
+        search.run(lambda leaves: random_evaluation(len(leaves.game)), games=playing,
+                   root_actions=checked_root_actions)
+        moves = roots.actions(search)
+        search.advance(np.where(playing, moves, 0), games=playing)
+        fresh = search.needs_root_expansion
+        if fresh.any():
+            search.expand_roots(*random_evaluation(games), games=fresh)
+    assert compared > games * simulations

@@ -5,6 +5,7 @@ as a compiled net that plays, together with the config it was trained under.
     opened = open_net("runs/x", checkpoint=12)  # a path is used as given; iteration 12
     opened = open_net("models/9x9.npz")         # a model file
     opened.config, opened.net, opened.label     # Config, CompiledNet, "my9x9 iteration 12"
+    opened = open_array_net("models/9x9.npz", xp=cupy)   # the same without TensorFlow
     source = read_weights("runs/x/checkpoints/ckpt_000012.npz")   # weights only (warm starts)
 
 Every front end (GUI, GTP engine, evaluate.py) and the training loop's reference player open
@@ -46,7 +47,7 @@ class NetOpenError(Exception):
 @dataclass
 class OpenedNet:
     config: Config
-    net: object                 # architectures.CompiledNet
+    net: object                 # architectures.CompiledNet (ArrayNet from open_array_net)
     label: str                  # "RUN iteration K" or the model file's name
     iteration: int | None       # the checkpoint's iteration (None for a model file)
     path: Path                  # the run directory or the model file
@@ -111,17 +112,7 @@ def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
     """The model weights of a run (its newest readable checkpoint, or iteration `checkpoint`),
     of one checkpoint file (runs/X/checkpoints/ckpt_NNNNNN.npz: its run's config.json applies)
     or of a model file (any other path ending in .npz)."""
-    text = os.fspath(source)
-    name = Path(text).name
-    if (is_model_file(text) and name.startswith(CHECKPOINT_PREFIX)
-            and Path(text).parent.name == "checkpoints"):
-        digits = name[len(CHECKPOINT_PREFIX):-len(".npz")]
-        if not digits.isdigit():
-            raise NetOpenError(f"{text}: a checkpoint file is named ckpt_NNNNNN.npz")
-        if checkpoint is not None:
-            raise NetOpenError(f"{text} is one checkpoint: it has no others to choose from")
-        return read_weights(Path(text).expanduser().resolve().parent.parent,
-                            checkpoint=int(digits), log=log)
+    source, checkpoint = _checkpoint_file(source, checkpoint)
     config, path = read_config(source)
     trainer = build_trainer(config)
     if is_model_file(path):
@@ -150,6 +141,59 @@ def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
     iteration = int(counters["iteration"])
     return WeightsSource(config, _model_weights(state), iteration,
                          f"{path.name} iteration {iteration}", path, trainer)
+
+
+def _checkpoint_file(source, checkpoint):
+    """(run directory, iteration) for a path to one checkpoint file; (source, checkpoint)
+    unchanged for anything else."""
+    text = os.fspath(source)
+    name = Path(text).name
+    if not (is_model_file(text) and name.startswith(CHECKPOINT_PREFIX)
+            and Path(text).parent.name == "checkpoints"):
+        return source, checkpoint
+    digits = name[len(CHECKPOINT_PREFIX):-len(".npz")]
+    if not digits.isdigit():
+        raise NetOpenError(f"{text}: a checkpoint file is named ckpt_NNNNNN.npz")
+    if checkpoint is not None:
+        raise NetOpenError(f"{text} is one checkpoint: it has no others to choose from")
+    return Path(text).expanduser().resolve().parent.parent, int(digits)
+
+
+def open_array_net(source: str | os.PathLike, *, xp=np, precision: str = "float32",
+                   checkpoint: int | None = None, log=print) -> OpenedNet:
+    """A net that plays without TensorFlow (architectures/array_net.py) in namespace `xp`
+    (NumPy, or CuPy for a GPU), from the same sources as `open_net`: what a GPU machine
+    without TensorFlow self-plays with."""
+    from architectures.array_net import ArrayNet, named_weights
+    source, checkpoint = _checkpoint_file(source, checkpoint)
+    config, path = read_config(source)
+    if is_model_file(path):
+        if checkpoint is not None:
+            raise NetOpenError(f"{path} is a model file: it has no checkpoints to choose from")
+        arrays = _read_model_arrays(path)
+        for name, array in _model_weights(arrays).items():
+            if array.dtype.kind == "f" and not np.isfinite(array).all():
+                raise NetOpenError(f"{path}: its weight {name} holds non-finite values")
+        try:
+            weights = named_weights(config, arrays)
+        except ValueError as error:
+            raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
+        label, iteration = path.name, None
+    else:
+        try:
+            loaded = RunDirectory(path, log=log).load_latest_checkpoint(
+                checkpoint, accept=lambda state: named_weights(config, state))
+        except CheckpointError as error:
+            raise NetOpenError(str(error)) from None
+        if loaded is None:
+            raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
+                               f"iteration 1 is complete")
+        state, counters = loaded
+        weights = named_weights(config, state)
+        iteration = int(counters["iteration"])
+        label = f"{path.name} iteration {iteration}"
+    return OpenedNet(config=config, net=ArrayNet(weights, config, xp=xp, precision=precision),
+                     label=label, iteration=iteration, path=path)
 
 
 def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
