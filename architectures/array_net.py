@@ -195,25 +195,21 @@ class ArrayNet:
         xp, n, f = self.xp, self.board_size, self.filters
         rows = max(rows, 2 * self._capacity)
         width = max(f, self.input_planes)
-        self._padded_input = xp.zeros((rows, n + 2, n + 2, self.input_planes), self._dtype)
-        self._padded = [xp.zeros((rows, n + 2, n + 2, f), self._dtype) for _ in range(2)]
-        self._columns = xp.empty((rows * n * n, 9 * width), self._dtype)
+        self._input = xp.empty((rows, n, n, self.input_planes), self._dtype)
+        self._activations = [xp.empty((rows, n, n, f), self._dtype) for _ in range(2)]
+        self._columns = xp.empty(rows * n * n * 9 * width, self._dtype)
         self._product = xp.empty((rows * n * n, f), self._dtype)
         self._head_product = xp.empty((rows * n * n, 3), self._dtype)
         self._capacity = rows
 
-    def _conv3x3(self, padded, rows: int, kernel, bias, out, residual=None) -> None:
-        """out (a bordered buffer's interior) = relu(conv(padded) + bias (+ residual))."""
+    def _conv3x3(self, source, kernel, bias, out, residual=None) -> None:
+        """out = relu(conv(source) + bias (+ residual)); all (rows, N, N, channels)."""
         xp, n = self.xp, self.board_size
-        channels = padded.shape[-1]
-        source = padded[:rows]
-        s = source.strides
-        windows = xp.lib.stride_tricks.as_strided(
-            source, shape=(rows, n, n, 3, 3, channels), strides=(s[0], s[1], s[2], s[1], s[2], s[3]))
-        columns = self._columns[:rows * n * n, :9 * channels].reshape(rows, n, n, 3, 3, channels)
-        columns[...] = windows
+        rows, channels = source.shape[0], source.shape[-1]
+        columns = self._columns[:rows * n * n * 9 * channels].reshape(rows * n * n, 9 * channels)
+        self._kernels.im2col(source, columns)
         product = self._product[:rows * n * n]
-        xp.matmul(columns.reshape(rows * n * n, 9 * channels), kernel, out=product)
+        xp.matmul(columns, kernel, out=product)
         product = product.reshape(rows, n, n, -1)
         if residual is None:
             self._kernels.bias_relu(product, bias, out)
@@ -231,14 +227,15 @@ class ArrayNet:
         if rows == 0:
             return (xp.zeros((0, self.num_actions), np.float32), xp.zeros(0, np.float32))
         self._reserve(rows)
-        self._padded_input[:rows, 1:-1, 1:-1] = planes
-        first, second = (buffer[:rows, 1:-1, 1:-1] for buffer in self._padded)
+        source = self._input[:rows]
+        source[...] = planes
+        first, second = (buffer[:rows] for buffer in self._activations)
         stem_kernel, stem_bias = self._trunk[0]
-        self._conv3x3(self._padded_input, rows, stem_kernel, stem_bias, first)
+        self._conv3x3(source, stem_kernel, stem_bias, first)
         for block in range(self.blocks):
             (kernel1, bias1), (kernel2, bias2) = self._trunk[1 + 2 * block:3 + 2 * block]
-            self._conv3x3(self._padded[0], rows, kernel1, bias1, second)
-            self._conv3x3(self._padded[1], rows, kernel2, bias2, first, residual=first)
+            self._conv3x3(first, kernel1, bias1, second)
+            self._conv3x3(second, kernel2, bias2, first, residual=first)
         trunk = first
         if self._gpool is not None:
             pooled = xp.concatenate([trunk.mean(axis=(1, 2), dtype=np.float32),
@@ -247,8 +244,7 @@ class ArrayNet:
             shift = (pooled @ kernel + bias).astype(self._dtype)[:, None, None, :]
             self._kernels.bias_relu(trunk, shift, trunk)
         heads = self._head_product[:rows * n * n]
-        xp.matmul(xp.ascontiguousarray(trunk).reshape(rows * n * n, self.filters),
-                  self._heads[0], out=heads)
+        xp.matmul(trunk.reshape(rows * n * n, self.filters), self._heads[0], out=heads)
         heads = xp.maximum(heads.astype(np.float32) + self._heads[1], 0).reshape(rows, n * n, 3)
         policy_features = heads[:, :, :2].reshape(rows, 2 * n * n)
         value_features = xp.ascontiguousarray(heads[:, :, 2])
@@ -270,6 +266,17 @@ class ArrayNet:
 
 class _NumpyKernels:
     @staticmethod
+    def im2col(source, columns):
+        """columns (rows*N*N, 9*C) = each point's 3x3 neighbourhood of source (rows, N, N, C),
+        zeros off the board, in the kernel's (row, column, channel) order."""
+        rows, n, _, channels = source.shape
+        padded = np.pad(source, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        s = padded.strides
+        windows = np.lib.stride_tricks.as_strided(
+            padded, shape=(rows, n, n, 3, 3, channels), strides=(s[0], s[1], s[2], s[1], s[2], s[3]))
+        columns.reshape(rows, n, n, 3, 3, channels)[...] = windows
+
+    @staticmethod
     def bias_relu(product, bias, out):
         np.maximum(product + bias, 0, out=out)
 
@@ -278,11 +285,45 @@ class _NumpyKernels:
         np.maximum(product + bias + residual, 0, out=out)
 
 
+# One thread per element of the column matrix, consecutive threads on consecutive channels of
+# one tap, so reads and writes coalesce; T is the element's bits (2 or 4 bytes), copied as is.
+_IM2COL_SOURCE = r"""
+template <typename T>
+__global__ void im2col3x3(const T *source, T *columns, long long total, int n, int channels)
+{
+    const long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    const int c = (int)(e % channels);
+    const long long rest = e / channels;
+    const int tap = (int)(rest % 9);
+    const long long point = rest / 9;
+    const int x = (int)(point % n), y = (int)((point / n) % n);
+    const long long board = point / ((long long)n * n);
+    const int yy = y + tap / 3 - 1, xx = x + tap % 3 - 1;
+    columns[e] = (yy >= 0 && yy < n && xx >= 0 && xx < n)
+        ? source[((board * n + yy) * n + xx) * channels + c] : (T)0;
+}
+"""
+
+
 def _elementwise_kernels(xp):
-    """The fused epilogues: NumPy operations, or one CuPy ElementwiseKernel each."""
+    """im2col and the fused epilogues: NumPy operations, or CUDA kernels through CuPy."""
     if xp is np:
         return _NumpyKernels
     import types
+    module = xp.RawModule(code=_IM2COL_SOURCE, options=("--std=c++14",),
+                          name_expressions=["im2col3x3<unsigned short>",
+                                            "im2col3x3<unsigned int>"])
+    copies = {2: module.get_function("im2col3x3<unsigned short>"),
+              4: module.get_function("im2col3x3<unsigned int>")}
+
+    def im2col(source, columns):
+        rows, n, _, channels = source.shape
+        total = columns.size
+        copies[source.dtype.itemsize](((total + 255) // 256,), (256,),
+                                      (source, columns, np.int64(total), np.int32(n),
+                                       np.int32(channels)))
+
     # In float whatever T is: CuPy's half type has no max().
     bias_relu = xp.ElementwiseKernel(
         "T y, T b", "T out", "float v = (float)y + (float)b; out = (T)(v > 0.0f ? v : 0.0f)",
@@ -291,5 +332,6 @@ def _elementwise_kernels(xp):
         "T y, T b, T r", "T out",
         "float v = (float)y + (float)b + (float)r; out = (T)(v > 0.0f ? v : 0.0f)",
         "bgz_bias_add_relu")
-    return types.SimpleNamespace(bias_relu=lambda y, b, out: bias_relu(y, b, out),
+    return types.SimpleNamespace(im2col=im2col,
+                                 bias_relu=lambda y, b, out: bias_relu(y, b, out),
                                  bias_add_relu=lambda y, b, r, out: bias_add_relu(y, b, r, out))

@@ -27,6 +27,9 @@ import numpy as np
 from architectures.array_net import BATCH_NORM_EPSILON, BATCH_NORM_FIELDS, keras_named_weights
 
 OPSET = 17
+# The file format version opset 17 came with: the onnx package's own default runs ahead of
+# ONNX Runtime (onnx 1.23 writes 14, which ONNX Runtime 1.30 refuses).
+IR_VERSION = 8
 
 
 def onnx_model(model, aux_heads: bool = False):
@@ -130,7 +133,7 @@ def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, n
         [helper.make_tensor_value_info("planes", TensorProto.FLOAT, ["batch", n, n, channels])],
         outputs, initializers)
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="batched-go-zero")
+                              producer_name="batched-go-zero", ir_version=IR_VERSION)
     onnx.checker.check_model(proto)
     return proto
 

@@ -31,7 +31,7 @@ timeout 240 "$PY" -m pytest -q -s -p no:cacheprovider tests/test_array_net.py \
 
 stage "self-play on the CUDA path, net in float16"
 timeout 200 "$PY" benchmarks/bench_selfplay.py --model models/9x9.npz --backend cuda --net array \
-    --precision float16 --batches 1024,4096,16384 --moves 2 --repeats 2 2>&1 | tee "$OUT/bench_cuda.log"
+    --precision float16 --batches 1024,4096,8192,16384 --moves 2 --repeats 2 2>&1 | tee "$OUT/bench_cuda.log"
 
 stage "self-play on the CUDA path, net in float32"
 timeout 60 "$PY" benchmarks/bench_selfplay.py --model models/9x9.npz --backend cuda --net array \

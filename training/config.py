@@ -195,7 +195,7 @@ class Config:
             ("simulations", 1, 100_000), ("c_puct", 1e-3, 100), ("fpu_reduction", -2, 2),
             ("dirichlet_alpha", 1e-3, 100), ("noise_fraction", 0, 1),
             ("temperature_moves", 0, 4 * n * n), ("leaves_per_game", 1, 64),
-            ("num_games", 1, 4096), ("positions_per_iteration", 1, 10_000_000),
+            ("num_games", 1, 16384), ("positions_per_iteration", 1, 10_000_000),
             ("resign_threshold", -1, 1), ("resign_playthrough", 0, 1),
             ("train_batch_size", 1, 8192), ("sample_reuse", 1e-3, 1000),
             ("replay_window", self.train_batch_size, self.REPLAY_BYTES_LIMIT // position_bytes),
