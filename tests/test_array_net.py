@@ -213,4 +213,8 @@ def test_a_cuda_search_step_is_one_upload_one_download_and_one_wait():
           f"host {len(to_host)}; waits {waits}")
     assert len(to_device) == 1 and len(to_host) == 1
     assert len(waits) == 1
-    assert kernels == kernels_half
+    # The project's own kernels are the same list; cuBLAS picks its GEMM kernels by size (its
+    # tile shapes, sometimes a split reduction), so only their number is bounded.
+    ours = [name for name in kernels if name.startswith(("go_", "bgz_", "void im2col"))]
+    assert ours == [name for name in kernels_half if name.startswith(("go_", "bgz_", "void im2col"))]
+    assert abs(len(kernels) - len(kernels_half)) <= 4
