@@ -16,13 +16,13 @@ with no model built. Fields: conv kernels "kernel" HWIO, batch norms "gamma", "b
 "moving_mean", "moving_variance", dense layers "kernel" (in, out) and "bias".
 
 The arithmetic. Each batch norm is folded into the convolution before it (kernel times scale,
-plus a bias), once at construction. A 3x3 convolution is one GEMM: the activations live in a
-zero-bordered buffer (k, N+2, N+2, F), a strided view of it holds every point's 3x3
-neighbourhood, one copy makes that the (k*N*N, 9F) matrix, and the matrix product with the
-(9F, F) kernel runs in cuBLAS (CuPy) or the BLAS under NumPy. The bias, the residual add and
-the ReLU follow in one elementwise kernel that writes straight into the next bordered buffer's
-interior. The two 1x1 head convolutions are one GEMM. Buffers are allocated for the largest
-batch seen and reused, so a steady self-play loop allocates nothing.
+plus a bias), once per `load`. A 3x3 convolution is one GEMM: activations are NHWC
+(k, N, N, F); im2col writes every point's 3x3 neighbourhood (zeros off the board) as a row of
+the (k*N*N, 9F) matrix (one CUDA kernel on CuPy, a strided view of a padded copy on NumPy),
+and its product with the (9F, F) kernel runs in cuBLAS (CuPy) or the BLAS under NumPy. The
+bias, the residual add and the ReLU follow in one elementwise kernel. The two 1x1 head
+convolutions are one GEMM. Buffers are allocated for the largest batch seen and reused, so a
+steady self-play loop allocates nothing on the trunk's path.
 
 Precision: "float32" everywhere; "float16" (CuPy only) stores the weights and activations in
 half precision and multiplies on tensor cores (cuBLAS accumulates in float32); the heads'

@@ -1,5 +1,6 @@
 """Playing games: `search` wires the rules engine (kernels/), the tree search (py_util/) and
-an evaluator into batched searching games; `selfplay` plays the training games; `matches`
+an evaluator into batched searching games (`device_step` makes each search step one round
+trip on the CUDA back end); `selfplay` plays the training games; `matches`
 plays two players against each other (a net, GNU Go, a random player) in one game loop, and
 `ratings` turns results into intervals and Elo; `gnugo` talks to GNU Go; `sgf_records` reads
 and writes game records.

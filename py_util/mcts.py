@@ -284,9 +284,9 @@ class BatchedMCTS:
         shape = (self.batch_size, self.num_actions)
         out = np.empty(self.batch_size, np.int64)
         self._tree.gumbel_root_actions(
-            self._mask(games), _float64_array(gumbel, "gumbel", shape),
+            self._mask(games), _float_array(gumbel, "gumbel", shape, np.float64),
             _int64_array(base_visits, "base_visits", shape),
-            _float64_array(root_values, "root_values", (self.batch_size,)),
+            _float_array(root_values, "root_values", (self.batch_size,), np.float64),
             _int64_array(table, "table", (considered + 1, simulations)),
             _positive_int(considered, "considered"), _positive_int(simulations, "simulations"),
             out)
@@ -522,28 +522,20 @@ def _index_array(values, name: str, length: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
-def _float_array(values, name: str, shape: tuple) -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype.kind not in "fiu" or array.shape != shape:
-        raise ValueError(f"{name} must be a float array of shape {shape}, got dtype "
-                         f"{array.dtype} shape {array.shape}")
-    return np.ascontiguousarray(array, dtype=np.float32)
-
-
-def _float64_array(values, name: str, shape: tuple) -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype.kind not in "fiu" or array.shape != shape:
-        raise ValueError(f"{name} must be a float array of shape {shape}, got dtype "
-                         f"{array.dtype} shape {array.shape}")
-    return np.ascontiguousarray(array, dtype=np.float64)
+def _float_array(values, name: str, shape: tuple, dtype=np.float32) -> np.ndarray:
+    return _typed_array(values, name, shape, "fiu", "a float", dtype)
 
 
 def _int64_array(values, name: str, shape: tuple) -> np.ndarray:
+    return _typed_array(values, name, shape, "iu", "an integer", np.int64)
+
+
+def _typed_array(values, name: str, shape: tuple, kinds: str, what: str, dtype) -> np.ndarray:
     array = np.asarray(values)
-    if array.dtype.kind not in "iu" or array.shape != shape:
-        raise ValueError(f"{name} must be an integer array of shape {shape}, got dtype "
+    if array.dtype.kind not in kinds or array.shape != shape:
+        raise ValueError(f"{name} must be {what} array of shape {shape}, got dtype "
                          f"{array.dtype} shape {array.shape}")
-    return np.ascontiguousarray(array, dtype=np.int64)
+    return np.ascontiguousarray(array, dtype=dtype)
 
 
 def _bool_array(values, name: str, shape: tuple) -> np.ndarray:

@@ -112,9 +112,24 @@ def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
     """The model weights of a run (its newest readable checkpoint, or iteration `checkpoint`),
     of one checkpoint file (runs/X/checkpoints/ckpt_NNNNNN.npz: its run's config.json applies)
     or of a model file (any other path ending in .npz)."""
+    trainer = None
+
+    def load(config, weights):
+        nonlocal trainer
+        trainer = trainer or build_trainer(config)
+        trainer.load_model_weights(weights)
+
+    config, path, weights, iteration, label = _source_weights(source, checkpoint, load, log)
+    return WeightsSource(config, weights, iteration, label, path, trainer)
+
+
+def _source_weights(source, checkpoint, fit, log):
+    """(config, path, "model.NNNN" weights, iteration or None, label) of a run's newest sound
+    checkpoint (or iteration `checkpoint`), one checkpoint file, or a model file.
+    `fit(config, weights)` loads or checks the weights and raises ValueError when they do
+    not fit; a checkpoint that does not fit counts as damaged."""
     source, checkpoint = _checkpoint_file(source, checkpoint)
     config, path = read_config(source)
-    trainer = build_trainer(config)
     if is_model_file(path):
         if checkpoint is not None:
             raise NetOpenError(f"{path} is a model file: it has no checkpoints to choose from")
@@ -123,15 +138,15 @@ def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
             if array.dtype.kind == "f" and not np.isfinite(array).all():
                 raise NetOpenError(f"{path}: its weight {name} holds non-finite values")
         try:
-            trainer.load_model_weights(weights)
+            fit(config, weights)
         except ValueError as error:
             raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
-        return WeightsSource(config, weights, None, path.name, path, trainer)
+        return config, path, weights, None, path.name
     # A damaged checkpoint (torn, bad counters, non-finite or wrong-shaped weights) is passed
     # over for the one before, here once for every reader.
     try:
         loaded = RunDirectory(path, log=log).load_latest_checkpoint(
-            checkpoint, accept=lambda state: trainer.load_model_weights(_model_weights(state)))
+            checkpoint, accept=lambda state: fit(config, _model_weights(state)))
     except CheckpointError as error:
         raise NetOpenError(str(error)) from None
     if loaded is None:
@@ -139,8 +154,7 @@ def read_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
                            f"iteration 1 is complete")
     state, counters = loaded
     iteration = int(counters["iteration"])
-    return WeightsSource(config, _model_weights(state), iteration,
-                         f"{path.name} iteration {iteration}", path, trainer)
+    return config, path, _model_weights(state), iteration, f"{path.name} iteration {iteration}"
 
 
 def _checkpoint_file(source, checkpoint):
@@ -165,35 +179,10 @@ def open_array_net(source: str | os.PathLike, *, xp=np, precision: str = "float3
     (NumPy, or CuPy for a GPU), from the same sources as `open_net`: what a GPU machine
     without TensorFlow self-plays with."""
     from architectures.array_net import ArrayNet, named_weights
-    source, checkpoint = _checkpoint_file(source, checkpoint)
-    config, path = read_config(source)
-    if is_model_file(path):
-        if checkpoint is not None:
-            raise NetOpenError(f"{path} is a model file: it has no checkpoints to choose from")
-        arrays = _read_model_arrays(path)
-        for name, array in _model_weights(arrays).items():
-            if array.dtype.kind == "f" and not np.isfinite(array).all():
-                raise NetOpenError(f"{path}: its weight {name} holds non-finite values")
-        try:
-            weights = named_weights(config, arrays)
-        except ValueError as error:
-            raise NetOpenError(f"{path}: the weights do not fit its config ({error})") from None
-        label, iteration = path.name, None
-    else:
-        try:
-            loaded = RunDirectory(path, log=log).load_latest_checkpoint(
-                checkpoint, accept=lambda state: named_weights(config, state))
-        except CheckpointError as error:
-            raise NetOpenError(str(error)) from None
-        if loaded is None:
-            raise NetOpenError(f"{path} has no checkpoint yet: a run writes its first when "
-                               f"iteration 1 is complete")
-        state, counters = loaded
-        weights = named_weights(config, state)
-        iteration = int(counters["iteration"])
-        label = f"{path.name} iteration {iteration}"
-    return OpenedNet(config=config, net=ArrayNet(weights, config, xp=xp, precision=precision),
-                     label=label, iteration=iteration, path=path)
+    config, path, weights, iteration, label = _source_weights(source, checkpoint, named_weights,
+                                                              log)
+    net = ArrayNet(named_weights(config, weights), config, xp=xp, precision=precision)
+    return OpenedNet(config=config, net=net, label=label, iteration=iteration, path=path)
 
 
 def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
