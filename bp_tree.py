@@ -12,7 +12,8 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
     3    the run directory is owned by another trainer (the message names its PID)
     4    a file-system fault: --run names a file, or the disk is read-only or full
     5    damaged data that cannot be skipped (no readable checkpoint)
-    130  interrupted (Ctrl-C)
+    129, 130, 143  stopped by SIGHUP, SIGINT (Ctrl-C) or SIGTERM: one line says which iteration
+         was dropped; the same command resumes after the last complete one
 
     python bp_tree.py --progress [ARGS]   prints the newest checkpoint's iteration of the
                                           run ARGS name (0 if none), for run.sh
@@ -39,6 +40,7 @@ import math
 import os
 import resource
 import shlex
+import signal
 import sys
 import time
 import zipfile
@@ -49,6 +51,7 @@ import numpy as np
 from colorama import Fore, Style
 from tqdm import tqdm
 
+from cluster.address import ClusterError
 from games.gnugo import GnuGoError, GnuGoNotFound
 from games.matches import checkpoint_vs_checkpoint, play_against_gnugo, play_pair
 from games.ratings import elo_step
@@ -67,6 +70,31 @@ CHECKOUT = Path(__file__).resolve().parent
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived: the step in flight is dropped and the trainer exits 128 + signum.
+    A BaseException, so that no `except Exception` on the way up swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, SIGINT and SIGHUP stop the trainer cleanly (main prints one line). Python runs
+    the handler between bytecodes, so a net call or a write in flight finishes first; files are
+    written atomically either way. Once stopping, further signals are ignored, so the cleanup
+    (the lock, Ray's actors) is not cut short by a second Ctrl-C or a forwarding run.sh."""
+    def handler(signum, frame):
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+    for number in STOP_SIGNALS:
+        signal.signal(number, handler)
 
 
 def child_cpu_seconds() -> float:
@@ -110,7 +138,7 @@ class TrainingLoop:
         self.rng = np.random.default_rng([config.seed, iteration])
         if config.workers:
             # Deferred: Ray takes seconds to import and only --workers needs it.
-            from cluster import ClusterError, RaySelfPlay
+            from cluster import RaySelfPlay
             try:
                 self.selfplay = RaySelfPlay(config, self.trainer.model.get_weights(), iteration, log)
             except ClusterError as error:
@@ -370,19 +398,26 @@ def main(argv=None) -> int:
     config, args = Config.from_args(argv)
     command = shlex.join(["bp_tree.py", *argv])
     try:
-        devices = describe_devices(config)
-    except RuntimeError as error:
+        resolve_backend(config.backend)   # a missing GPU is refused before anything is touched
+        if config.workers and config.ray_address not in ("", "auto"):
+            # Likewise a cluster that does not answer (Ray itself would retry for minutes).
+            from cluster.address import check_reachable
+            check_reachable(config.ray_address)
+    except (RuntimeError, ClusterError) as error:
         log(f"bp_tree: {error}")
         return EXIT_REFUSED
     run = RunDirectory(resolve_run_path(args.run), log=log)
     loop = None
     try:
+        # The lock and the run directory come first: their refusals need no TensorFlow, which
+        # takes seconds to load (describe_devices and TrainingLoop load it).
         run.lock()
         try:
             config = run.prepare(config, Config.explicit_overrides(args))
         except ValueError as error:
             log(f"bp_tree: {error}")
             return EXIT_REFUSED
+        devices = describe_devices(config)
         colorama.just_fix_windows_console()
         loop = TrainingLoop(config, run, init_from=args.init_from, command=command)
         log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
@@ -403,6 +438,15 @@ def main(argv=None) -> int:
     except RunLocked as error:
         log(f"bp_tree: {error}")
         return EXIT_LOCKED
+    except (Stopped, KeyboardInterrupt) as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        if loop is None:
+            where = "before the first iteration began; nothing was changed"
+        else:
+            where = (f"during iteration {loop.counters['iteration'] + 1}, which is dropped; the "
+                     f"same command resumes after iteration {loop.counters['iteration']}")
+        log(f"bp_tree: stopped by {signal.Signals(signum).name} {where}")
+        return 128 + signum
     except OSError as error:
         line = storage_fault(error)
         if line is None:
@@ -417,5 +461,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    stop_on_signals()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.exit(main())

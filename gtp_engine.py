@@ -17,6 +17,8 @@ real stdout for itself and points file descriptor 1 at stderr, where logs go, so
 printed by a library can corrupt a response. Commands and their behaviour: gtp/engine.py.
 `version` answers the program's version number (pyproject.toml; GUIs such as Lizzie parse
 it); which net plays is on the start-up line on stderr and the answer to `bgz-net`.
+Exit status 0 after `quit`, at the end of input, and when the controller closes the engine's
+stdout (one line on stderr says so); 2 when there is no run, model or checkpoint to play.
 """
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="resign when the value (-1..1, mover's view) is below this "
                              "(default: never resign)")
     parser.add_argument("--analysis-sims", type=int, default=None,
-                        help="simulations lz-analyze may grow one tree to (default: by board size)")
+                        help="visits lz-analyze and kata-analyze grow a position's search to "
+                             "(default: min(10000, 800000 // (N*N + 1)), 9756 on 9x9)")
     parser.add_argument("--version-answer", default=None, metavar="TEXT",
                         help="what GTP `version` answers (default: the program's version, "
                              f"{program_version()}). Lizzie 0.7 reads it as Leela Zero's and "
@@ -159,8 +162,19 @@ def main(argv=None) -> int:
     protocol_output = claim_stdout()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     engine = load_engine(args)
-    GtpServer(engine.handlers(), protocol_output, log=log).serve(sys.stdin)
+    server = GtpServer(engine.handlers(), protocol_output, log=log)
+    server.serve(sys.stdin)
+    if server.output_closed:
+        discard_output(protocol_output)
     return 0
+
+
+def discard_output(output) -> None:
+    """Point a closed pipe's descriptor at /dev/null: the response it could not take is still
+    buffered, and flushing it at exit would print a BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, output.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ import ray
 from ray._private.state import state as actor_table
 from ray.exceptions import NodeDiedError, OutOfMemoryError, RayActorError, WorkerCrashedError
 
+from cluster.address import ClusterError, check_reachable
 from games.selfplay import SelfPlay, SelfPlayBatch
 from training.config import Config
 
@@ -48,10 +49,6 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ACTOR_LOST = (RayActorError, WorkerCrashedError, OutOfMemoryError, NodeDiedError)
 # Calls queued per actor: the next one waits in the actor while the learner takes a result.
 CALLS_QUEUED = 2
-
-
-class ClusterError(Exception):
-    """The cluster cannot be reached or started; the message says why, in a line."""
 
 
 class SelfPlayWorker:
@@ -125,19 +122,6 @@ def connect(config: Config, log) -> None:
         f"{len(ray.nodes())} node(s) in {time.perf_counter() - started:.1f} s")
 
 
-def check_reachable(address: str, timeout: float = 10.0) -> None:
-    """ray.init retries an address that does not answer for minutes; a TCP connect says
-    at once whether anything listens there."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ClusterError(f"ray_address {address!r} is not HOST:PORT or 'auto'")
-    try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
-    except OSError as error:
-        raise ClusterError(f"cannot reach the Ray cluster at {address} ({error}); start it with "
-                           f"'ray start --head' there, or check the address") from None
-
-
 class RaySelfPlay:
     """The learner's side: `play` has the interface of games.selfplay.SelfPlay.play."""
 
@@ -153,6 +137,7 @@ class RaySelfPlay:
         self.positions_per_call = max(1, math.ceil(config.positions_per_iteration
                                                    / (2 * config.workers)))
         self.overflows = [0] * config.workers
+        self.lost_calls = [0] * config.workers   # calls lost in a row, per actor
         self.restarts_seen = [0] * config.workers
         self.pending: dict = {}          # ObjectRef of a call in flight -> actor index
         self.last_metrics: dict = {}
@@ -193,7 +178,7 @@ class RaySelfPlay:
         `seconds` of the batch is the time since the previous collection ended: actors play
         through training and evaluation, so positions over it is the rate they arrive at."""
         batches: list[SelfPlayBatch] = []
-        collected = 0
+        collected = played = 0
         actor_seconds = 0.0
         while collected < num_positions:
             # Everything ready, not just the first: a failed call is seen as soon as it fails.
@@ -205,13 +190,22 @@ class RaySelfPlay:
                 try:
                     batch, overflows = ray.get(call)
                 except ACTOR_LOST as error:
-                    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                    self.log(f"worker {index}: a call was lost ({type(error).__name__}: "
-                             f"{reason[:160]}); Ray restarts the actor, its games in flight are lost")
+                    # Once per outage: while Ray restarts the actor every queued call fails.
+                    if not self.lost_calls[index]:
+                        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                        self.log(f"worker {index}: a call was lost ({type(error).__name__}: "
+                                 f"{reason[:160]}); Ray restarts the actor, its games in flight "
+                                 f"are lost")
+                    self.lost_calls[index] += 1
                     continue
+                if self.lost_calls[index] > 1:
+                    self.log(f"worker {index} answers again ({self.lost_calls[index]} calls "
+                             f"were lost in all)")
+                self.lost_calls[index] = 0
                 self.overflows[index] = overflows
                 batches.append(batch)
                 collected += batch.positions
+                played += batch.positions_played
                 actor_seconds += batch.seconds
                 if progress is not None:
                     progress(min(collected, num_positions))
@@ -230,8 +224,10 @@ class RaySelfPlay:
             "workers_alive": sum(state == "ALIVE" for state, _ in states),
             "worker_restarts": new_restarts,
             "worker_restarts_total": sum(restarts),
-            # Each actor's own playing time: the speed of one worker, whatever the learner did.
-            "positions_per_worker_per_s": round(collected / max(actor_seconds, 1e-9), 2),
+            # Moves played over each actor's own playing time: the speed of one worker,
+            # whatever the learner did. (Not the positions of the games handed over: a short
+            # call hands over games that were mostly played in earlier calls.)
+            "positions_per_worker_per_s": round(played / max(actor_seconds, 1e-9), 2),
         }
         return merge(batches, seconds)
 

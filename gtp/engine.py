@@ -14,10 +14,14 @@ size answers `unacceptable size`.
 Decisions a GTP engine must make and this one's answers:
 - genmove for the side not to move: a pass of the other colour is inserted (gtp/game.py).
 - genmove right after the opponent passed, when the position as it stands wins for us by
-  area (Tromp-Taylor) scoring: pass, ending the game with a win (Leela Zero's default).
-  Otherwise moves come from the search over "sensible" moves as in self-play (no filling of
-  one's own eyes; pass only when nothing else is left), so a game is played out until area
-  scoring counts what a player would. `kgs-genmove_cleanup` never takes the early pass.
+  area (Tromp-Taylor) scoring and is settled (`position_settled`: every empty point touches
+  one colour only, and with a net that has an ownership head the net gives every point that
+  owner with confidence at least SETTLED_OWNERSHIP): pass, ending the game with a win.
+  Winning the count alone is not enough: a user who passes early in the opening must not
+  lose to komi on an almost empty board. Otherwise moves come from the search over
+  "sensible" moves as in self-play (no filling of one's own eyes; pass only when nothing else
+  is left), as the GUI's net always plays, so a game is played out until area scoring counts
+  what a player would. `kgs-genmove_cleanup` never takes the early pass.
 - resign: only with a threshold (`resign_threshold`, a value in [-1, 1] from the mover's view,
   i.e. win rate (1 + v) / 2); off by default.
 - final_score is the area score of the board as it stands: every stone counts as alive, so
@@ -37,6 +41,7 @@ import numpy as np
 
 from games import sgf_records
 from games.search import SearchingGames
+from games.territory import area_ownership
 from gtp.files import FileRefused, read_regular_file, write_regular_file
 from gtp.game import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
@@ -54,6 +59,10 @@ NATURAL = re.compile(r"[0-9]{1,18}")
 INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 SEARCH_CHUNK = 8            # simulations between clock or input checks
 DEFAULT_ANALYSIS_INTERVAL = 100   # centiseconds, when lz-analyze is given none
+# The net's ownership (in [-1, 1], i.e. a 85% chance or more) every point needs for the engine
+# to pass back: on a finished 9x9 position the shipped net gives 0.8 to 1 (corners of small
+# eyes the least), on an opening below 0.75.
+SETTLED_OWNERSHIP = 0.7
 
 
 @dataclass(frozen=True)
@@ -61,17 +70,19 @@ class EngineOptions:
     simulations: int                     # per genmove
     use_search: bool = True              # False: the net's policy alone picks genmove's move
     resign_threshold: float | None = None
-    analysis_simulations: int | None = None  # tree capacity for lz-analyze; None: by board size
+    analysis_simulations: int | None = None  # analysis cap on root visits; None: by board size
     name: str = "Batched Go Zero"
     version: str = field(default_factory=program_version)   # the program's, pyproject.toml's
     net: str = "a net"                   # which net plays (bgz-net): run, iteration, shape
 
     def tree_simulations(self, board_size: int) -> int:
-        """Simulations one search tree holds: enough for long analysis on small boards while
-        the pools stay around 100 MB (nodes x actions is what costs memory)."""
+        """Simulations one search tree holds, and the visits analysis grows a position to
+        (gtp/README.md): enough for long analysis on small boards while the tree and its
+        position slots stay under about 100 MB (nodes x actions is what costs memory: 85 MB
+        measured at 9,756 on 9x9)."""
         if self.analysis_simulations is not None:
             return max(self.simulations, self.analysis_simulations)
-        return max(self.simulations, min(10_000, 200_000 // (board_size * board_size + 1)))
+        return max(self.simulations, min(10_000, 800_000 // (board_size * board_size + 1)))
 
 
 @dataclass
@@ -354,8 +365,9 @@ class GoEngine:
 
     def _choose_move(self, colour: int, cleanup: bool) -> tuple[int, float | None, str]:
         """(move, value from the mover's view or None, a one-line account of the choice)."""
-        if not cleanup and self._opponent_passed(colour) and colour * self._score() > 0:
-            return self.pass_move, None, "the opponent passed and the board wins by area"
+        if (not cleanup and self._opponent_passed(colour) and colour * self._score() > 0
+                and self._settled(colour)):
+            return self.pass_move, None, "the opponent passed; settled, and wins by area"
         if self.options.use_search:
             stats = self._search(colour, self.options.simulations)
             value = float(self.driver.root_values()[0])
@@ -373,6 +385,14 @@ class GoEngine:
 
     def _score(self) -> float:
         return float(self.go.score(self.replayer.slots)[0])
+
+    def _settled(self, colour: int) -> bool:
+        """position_settled for the prepared position, `colour` to move; the net's ownership
+        is asked for when it has the head."""
+        ownership = None
+        if self.has_ownership:
+            ownership = self.net_heads(self.replayer.slots)[0][0] * colour   # Black's view
+        return position_settled(self.replayer.board(), ownership)
 
     def _search(self, colour: int, simulations: int):
         """Search the prepared position up to `simulations` this move (visits kept from
@@ -602,23 +622,38 @@ class GoEngine:
 
     def _analyze(self, colour, interval_cs, report, write, interrupted):
         """Grow the search of `colour`'s position until the next input, writing `report()`
-        every interval: the one loop of lz-analyze and kata-analyze."""
+        every interval: the one loop of lz-analyze and kata-analyze. The search stops when the
+        root's visits reach the analysis cap (`tree_simulations`, gtp/README.md); a report
+        is written only when the search grew since the last one, so once the cap is reached
+        nothing more is sent (the lines would repeat) until the next command."""
         self.prepare(colour)
-        games = np.ones(1, bool)
         interval = interval_cs / 100
         next_report = time.monotonic() + interval
+        reported = None           # root visits at the last line written
         while not interrupted():
-            done = int(self.driver.search.simulations[0])
-            if done < self.tree_simulations:
-                self.driver.think(games, simulations=min(self.tree_simulations,
-                                                         done + SEARCH_CHUNK))
-            if int(self.driver.search.simulations[0]) == done:
-                time.sleep(0.01)   # the tree is full: wait for the next command
+            if not self._grow_analysis():
+                time.sleep(0.01)   # the cap is reached (or the game is over): wait for input
             if interval > 0 and time.monotonic() >= next_report:
-                line = report()
+                visits = self._root_visits()
+                line = report() if visits != reported else ""
                 if line:
                     write(line)
+                    reported = visits
                 next_report = time.monotonic() + interval
+
+    def _grow_analysis(self) -> bool:
+        """Search up to SEARCH_CHUNK more simulations without passing the analysis cap on the
+        root's visits (kept ones included); whether the search grew."""
+        visits = self._root_visits()
+        if visits >= self.tree_simulations:
+            return False
+        done = int(self.driver.search.simulations[0])
+        step = min(SEARCH_CHUNK, self.tree_simulations - visits)
+        self.driver.think(np.ones(1, bool), simulations=done + step)
+        return self._root_visits() > visits
+
+    def _root_visits(self) -> int:
+        return int(self.driver.search.root_statistics().visits[0].sum())
 
     def candidates(self, min_moves: int = 0, max_moves: int | None = None) -> list["_Candidate"]:
         """The searched root's moves to report, most visited first, then (up to `min_moves`)
@@ -778,6 +813,19 @@ class GoEngine:
             return coords.from_gtp(text, self.board_size)
         except ValueError:
             return None
+
+
+def position_settled(board: np.ndarray, ownership: np.ndarray | None = None) -> bool:
+    """Whether area scoring of `board` (+1 black, -1 white, 0 empty) as it stands counts what
+    the game is worth, so that passing may end it: every empty point touches stones of one
+    colour only (no neutral point, no stone left standing in the other side's area), and, given
+    the net's `ownership` (float (N, N) in [-1, 1], Black's view), the net expects every point
+    to end with that owner, each with at least SETTLED_OWNERSHIP (no invasion or dead group
+    left). Without ownership only the shapes are checked; seki points are never settled."""
+    owner = area_ownership(board)
+    if not owner.all():
+        return False
+    return ownership is None or bool((ownership * owner >= SETTLED_OWNERSHIP).all())
 
 
 def _parse_colour(text: str) -> int:

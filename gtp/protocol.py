@@ -13,9 +13,13 @@ By the GTP version 2 specification (draft 2):
   more than a few thousand digits, and an id of any length is still echoed.
 - Unknown names answer `? unknown command`; a line holding only an id answers
   `?id syntax error`.
-- A line longer than MAX_LINE_BYTES answers `?id line too long` (the id when the line starts
-  with one) and the engine reads on; it is read in time linear in its length and only its
-  first MAX_LINE_BYTES are kept.
+- A comment is dropped as it is read, whatever its length: a line that is only a comment (or
+  blank) gets no answer however long it is, and costs no memory. A line whose text before its
+  `#` (the whole line when it has none) is longer than MAX_LINE_BYTES and not blank answers
+  `?id line too long` (the id when the line starts with one) and the engine reads on; it is
+  read in time linear in its length and only its first MAX_LINE_BYTES are kept.
+- A controller that closes the engine's output (stdout) ends the serving loop: `serve`
+  returns with `output_closed` set, as at the end of input, instead of raising.
 - Streaming responses (lz-analyze): `=id` and a newline at once, then lines as the handler
   writes them until the next input line arrives (that line is then executed as usual), then
   the closing empty line. Everything written is flushed at once.
@@ -33,6 +37,9 @@ from typing import Callable, Iterable, TextIO
 
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")   # all control characters but HT (LF ends lines)
 _ID = re.compile(r"[0-9]+")
+# What preprocessing leaves nothing of: space, tab and the other control characters.
+_BLANK_TEXT = re.compile(r"[\x00-\x20\x7f]*")
+_BLANK_BYTES = re.compile(rb"[\x00-\x20\x7f]*")
 # The longest input line executed. The longest sensible command is set_free_handicap with 360
 # vertices (about 1.5 kB) or a file name: 64 kB leaves room and bounds what one line costs.
 MAX_LINE_BYTES = 1 << 16
@@ -52,8 +59,12 @@ class Command:
 
 
 class TooLong(str):
-    """The first MAX_LINE_BYTES of an input line that was longer (decoded): `execute` answers
-    it with an error instead of running it."""
+    """The first MAX_LINE_BYTES of an input line whose command text was longer (decoded):
+    `execute` answers it with an error instead of running it."""
+
+
+class OutputClosed(Exception):
+    """The controller closed the engine's output: nothing can be answered any more."""
 
 
 class Stream:
@@ -119,6 +130,7 @@ class GtpServer:
         self.output = output
         self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
         self._lines: queue.Queue[str | None] = queue.Queue()
+        self.output_closed = False
 
     def command_names(self) -> list[str]:
         return sorted(self.handlers)
@@ -127,8 +139,11 @@ class GtpServer:
         return "true" if len(args) == 1 and args[0] in self.handlers else "false"
 
     def _write(self, text: str) -> None:
-        self.output.write(text)
-        self.output.flush()
+        try:
+            self.output.write(text)
+            self.output.flush()
+        except BrokenPipeError:
+            raise OutputClosed from None
 
     def input_pending(self) -> bool:
         """True once another input line (or the end of input) has arrived."""
@@ -137,7 +152,7 @@ class GtpServer:
     def execute(self, line: str, interrupted: Callable[[], bool] | None = None) -> bool:
         """Run one input line; False after `quit`. `interrupted` ends a streaming response
         (default: the next line of `serve`'s input has arrived)."""
-        if isinstance(line, TooLong) or len(line) - line.endswith("\n") > MAX_LINE_BYTES:
+        if _too_long(line):
             self._write(format_response(leading_id(line[:MAX_LINE_BYTES]),
                                         f"line too long (more than {MAX_LINE_BYTES} bytes)",
                                         success=False))
@@ -172,6 +187,8 @@ class GtpServer:
         self._write(("=" if command.id is None else f"={command.id}") + "\n")
         try:
             stream.run(lambda line: self._write(line.rstrip("\n") + "\n"), interrupted)
+        except OutputClosed:
+            raise      # not the handler's fault: the serving loop stops
         except Exception:
             self.log(f"{command.name}: internal error\n{traceback.format_exc()}")
         self._write("\n")
@@ -200,39 +217,80 @@ class GtpServer:
         self._run_queue()
 
     def _run_queue(self) -> None:
-        while True:
-            line = self._lines.get()
-            if line is None or not self.execute(line):
-                return
+        try:
+            while True:
+                line = self._lines.get()
+                if line is None or not self.execute(line):
+                    return
+        except OutputClosed:
+            # A controller that goes away without `quit`: stop as at the end of input.
+            self.output_closed = True
+            self.log("gtp: the controller closed the engine's output; stopping")
+
+
+def _too_long(line: str) -> bool:
+    """Whether a line is answered `line too long`: its command text (what comes before its
+    comment) is over MAX_LINE_BYTES and not blank (`input_lines` marks such lines TooLong)."""
+    if isinstance(line, TooLong):
+        return True
+    text = line.split("#", 1)[0].rstrip("\n")
+    return len(text) > MAX_LINE_BYTES and _BLANK_TEXT.fullmatch(text) is None
 
 
 def input_lines(stream, limit: int = MAX_LINE_BYTES):
-    """(line, complete) for each line of `stream` (binary or text): `line` is the whole line
-    with its newline when it has at most `limit` bytes (characters for text), else its first
-    `limit` and complete False; the rest of such a line is read and dropped. Each chunk read
-    is searched once, so a line costs time linear in its length however long it is."""
+    """(text, complete) for each line of `stream` (binary or text): `text` is the line's
+    command text, what comes before its first `#` (comments are dropped as they are read, so
+    a comment of any length costs no memory), when that has at most `limit` bytes (characters
+    for text); else its first `limit` and complete False, unless it is all blank (a blank
+    line gets no answer however long). The newline is not included. Each chunk read is
+    searched once, so a line costs time linear in its length however long it is."""
     empty = stream.read(0) if _descriptor(stream) is None else b""
-    newline = "\n" if isinstance(empty, str) else b"\n"
-    kept, size, overflow = [], 0, False
+    newline, mark = ("\n", "#") if isinstance(empty, str) else (b"\n", b"#")
+    line = _Line(empty, limit)
     for chunk in _chunks(stream):
         start = 0
         while start < len(chunk):
             end = chunk.find(newline, start)
-            stop = len(chunk) if end < 0 else end + 1
-            piece = chunk[start:stop]
-            if not overflow:
-                if size + len(piece) - (end >= 0) > limit:
-                    kept.append(piece[:limit - size])
-                    overflow = True
-                else:
-                    kept.append(piece)
-                    size += len(piece)
-            if end >= 0:
-                yield empty.join(kept), not overflow
-                kept, size, overflow = [], 0, False
-            start = stop
-    if kept:
-        yield empty.join(kept), not overflow
+            stop = len(chunk) if end < 0 else end
+            if not line.in_comment:
+                comment = chunk.find(mark, start, stop)
+                line.in_comment = comment >= 0
+                line.add(chunk[start:comment if comment >= 0 else stop])
+            if end < 0:
+                break
+            yield line.result()
+            line = _Line(empty, limit)
+            start = end + 1
+    if line.size or line.overflow:
+        yield line.result()
+
+
+class _Line:
+    """One input line's command text as it arrives: at most `limit` of it is kept, and
+    whether all of it was blank is noted (a blank line is skipped whatever its length)."""
+
+    def __init__(self, empty, limit: int):
+        self.empty, self.limit = empty, limit
+        self.blank_pattern = _BLANK_TEXT if isinstance(empty, str) else _BLANK_BYTES
+        self.pieces: list = []
+        self.size = 0
+        self.overflow = False
+        self.blank = True
+        self.in_comment = False   # a `#` was read: the rest of the line is dropped
+
+    def add(self, piece) -> None:
+        self.blank = self.blank and self.blank_pattern.fullmatch(piece) is not None
+        if self.overflow:
+            return
+        if self.size + len(piece) > self.limit:
+            self.pieces.append(piece[:self.limit - self.size])
+            self.overflow = True
+            return
+        self.pieces.append(piece)
+        self.size += len(piece)
+
+    def result(self):
+        return self.empty.join(self.pieces), not self.overflow or self.blank
 
 
 def _descriptor(stream) -> int | None:

@@ -3,6 +3,7 @@
 its PID during iteration 2 (Ray restarts it; the iteration and the next complete); the run
 directory is then read back without the code under test (test_training_loop's readers).
 """
+import json
 import os
 import re
 import signal
@@ -59,6 +60,8 @@ def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     assert killed is not None, log_path.read_text()[-3000:]
     stderr = log_path.read_text()
     assert "worker 0 was restarted by Ray" in stderr, stderr[-3000:]
+    # One kill, one outage: its lost calls are reported once, not once per failed call.
+    assert stderr.count("worker 0: a call was lost") <= 1, stderr[-3000:]
 
     records = assert_consistent(run)
     assert [r["iteration"] for r in records] == list(range(1, ITERATIONS + 1))
@@ -71,6 +74,15 @@ def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     assert sum(r["worker_restarts"] for r in records) == 1
     assert records[-1]["worker_restarts_total"] == 1
     assert all(r["workers_alive"] in (1, 2) for r in records)  # 1 while it restarts
+    # A worker's speed is the moves it plays per second of its own playing time: about what
+    # one process without Ray self-plays at (measured here), not the positions of the games
+    # handed over after short calls over the call's time (once 10x more).
+    from test_training_loop import run_main
+    code, _, err = run_main(tmp_path / "single", "--iterations", "2")
+    assert code == 0, err
+    single = json.loads((tmp_path / "single" / "metrics.jsonl").read_text().splitlines()[-1])
+    per_worker = np.median([r["positions_per_worker_per_s"] for r in records])
+    assert per_worker <= 3 * single["selfplay_positions_per_s"], (per_worker, single)
 
     chunks = [read_chunk(run, iteration) for iteration in range(1, ITERATIONS + 1)]
     for iteration, chunk in enumerate(chunks, start=1):
@@ -101,3 +113,11 @@ def test_unreachable_cluster_is_a_one_line_error(address, mentions):
     with pytest.raises(ClusterError) as error:
         connect(config, log=print)
     assert mentions in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(tmp_path):
+    from test_training_loop import run_main
+    run = tmp_path / "run"
+    code, _, err = run_main(run, "--workers", "1", "--ray_address", "127.0.0.1:1")
+    assert code == 2 and "cannot reach the Ray cluster at 127.0.0.1:1" in err
+    assert not run.exists()

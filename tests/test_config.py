@@ -133,6 +133,7 @@ def test_bad_values_are_usage_errors(argv, mentions, capsys):
     error = capsys.readouterr().err
     assert "error:" in error and mentions in error
     assert "Traceback" not in error
+    assert len(error.strip().splitlines()) == 1, error   # the reason alone, not the usage
 
 
 def test_help_lists_every_field(capsys):

@@ -61,6 +61,19 @@ def test_damaged_checkpoints_are_refused_by_every_front_end(run_copy):
                              "--white", "random", "--games", "2"), "no readable checkpoint")
 
 
+def test_a_model_file_of_random_bytes_is_not_called_pickled_data(tmp_path):
+    # head -c 3000 /dev/urandom > g.npz: NumPy took it for a pickle and advised loading it
+    # unsafely with allow_pickle.
+    model = tmp_path / "g.npz"
+    model.write_bytes(os.urandom(3000))
+    why = f"{model} is not a readable model file (not an .npz archive)"
+    for result in (front_end("gtp_engine.py", "--model", model),
+                   front_end("evaluate.py", "--black", f"model:{model}", "--white", "random",
+                             "--games", "2")):
+        assert_refused(result, why)
+        assert "pickle" not in result.stderr.lower(), result.stderr
+
+
 def test_a_config_that_is_not_json_is_refused(run_copy):
     (run_copy / "config.json").write_text("{not json")
     assert_refused(front_end("gtp_engine.py", "--run", run_copy), "config.json is unreadable")

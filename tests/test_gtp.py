@@ -15,6 +15,7 @@ import io
 import os
 import queue
 import re
+import select
 import subprocess
 import sys
 import threading
@@ -111,10 +112,10 @@ class Transcript:
         assert head.startswith("?"), f"{line!r} should fail, answered {body!r}"
         return body
 
-    def board(self) -> np.ndarray:
+    def board(self, size: int = N) -> np.ndarray:
         """The board from showboard: +1 black (X), -1 white (O)."""
-        rows = self.ok("showboard").split("\n")[2:2 + N]
-        return np.array([[{"X": 1, "O": -1, ".": 0}[cell] for cell in row.split()[1:1 + N]]
+        rows = self.ok("showboard").split("\n")[2:2 + size]
+        return np.array([[{"X": 1, "O": -1, ".": 0}[cell] for cell in row.split()[1:1 + size]]
                          for row in rows], dtype=np.int8)
 
 
@@ -260,6 +261,32 @@ def test_ids_of_any_length_are_echoed_and_never_stop_the_engine():
     assert parse_responses(gtp.output.getvalue()) == [
         (f"={digits}", "engine"), ("=9", "engine"),
         ("?", f"line too long (more than {MAX_LINE_BYTES} bytes)"), ("=", "engine")]
+
+
+def test_comment_and_blank_lines_of_any_length_get_no_answer():
+    """GTP 3.1: a line left blank once its comment is removed gets no response, however long
+    (100,000-character comments were answered `line too long`); a comment after a command is
+    dropped and the command runs; only a command text over the limit is refused."""
+    from gtp.protocol import MAX_LINE_BYTES
+    too_long = ("?6", f"line too long (more than {MAX_LINE_BYTES} bytes)")
+    comment = b"# " + b"c" * 100_000 + b"\n"
+    responses, _ = serve_through_a_pipe([
+        b"1 name\n", comment, b"2 name # " + b"c" * 100_000 + b"\n",
+        b" \t" * 40_000 + b"# a blank line, then a comment\n", b"\t" * 70_000 + b"\n",
+        b"3 name #", b"#" * 70_000, b"\n#\x00" + "\u2603".encode() * 40_000 + b"\n",
+        b"4 name\n", b"#" + b"c" * MAX_LINE_BYTES + b"\n5 name\n",
+        b"6 name " + b"x" * MAX_LINE_BYTES + b" # and a comment\n", b"7 name\n"])
+    assert responses == [("=1", "engine"), ("=2", "engine"), ("=3", "engine"),
+                         ("=4", "engine"), ("=5", "engine"), too_long, ("=7", "engine")]
+    # A 32 MB comment is read and dropped in linear time, as an over-long command is.
+    megabyte = b"c" * (1 << 20)
+    responses, elapsed = serve_through_a_pipe([b"1 name\n#"] + [megabyte] * 32 + [b"\n2 name\n"])
+    assert responses == [("=1", "engine"), ("=2", "engine")]
+    assert elapsed < 3.0, f"a 32 MB comment took {elapsed:.1f} s"
+    # run_lines (text) follows the same rules.
+    gtp = GtpServer({"name": lambda args: "engine"}, io.StringIO(), log=lambda message: None)
+    gtp.run_lines(["# " + "c" * 100_000, "1 name #" + "c" * 100_000, " " * 70_000, "2 name"])
+    assert parse_responses(gtp.output.getvalue()) == [("=1", "engine"), ("=2", "engine")]
 
 
 def test_only_space_and_tab_are_gtp_whitespace():
@@ -445,6 +472,76 @@ def test_resign_threshold_and_no_search(loaded):
     policy_only = Transcript(loaded, use_search=False)
     move = policy_only.ok("genmove b")
     assert move != "resign" and policy_only.board().ravel()[coords.from_gtp(move, N)] == 1
+
+
+# An opening (moves 1-10) after which Black passes at move 11: White leads the count only by
+# komi (5 stones each, every empty point touches both colours: W+7.5), with all to play for.
+EARLY_PASS = ["play b E5", "play w C4", "play b G4", "play w G6", "play b C6", "play w D7",
+              "play b F3", "play w E7", "play b D3", "play w C3", "play b pass"]
+# A finished 9x9 game: Black's wall on column C splits A-B into two eyes (A5-B5), White's walls
+# on D and G and across row 5 make four 2x4 eyes. Black's area 27, White's 54: W+34.5.
+SETTLED = ([f"play b C{row}" for row in range(1, 10)] + ["play b A5", "play b B5"]
+           + [f"play w {column}{row}" for column in "DG" for row in range(1, 10)]
+           + [f"play w {vertex}" for vertex in ("E5", "F5", "H5", "J5")])
+
+
+def shipped_model_transcript(**options) -> Transcript:
+    """A Transcript of the shipped 9x9 model (ownership and score heads), as gtp_engine.py
+    loads it."""
+    import gtp_engine
+    with contextlib.redirect_stderr(io.StringIO()):
+        engine = gtp_engine.load_engine(gtp_engine.parse_args(
+            ["--model", str(PROJECT_ROOT / "models" / "9x9.npz")]))
+    assert engine.has_ownership
+    return Transcript((engine.config, engine.evaluator), **options)
+
+
+def test_the_engine_passes_back_only_on_a_settled_board():
+    """A user who passes at move 11 must not lose to komi on an almost empty board: the engine
+    plays on. On a finished position it still passes back when it is ahead."""
+    gtp = shipped_model_transcript(simulations=16)
+    for line in EARLY_PASS:
+        gtp.ok(line)
+    before = gtp.board(9)
+    assert gtp.ok("final_score") == "W+7.5"
+    move = gtp.ok("genmove w")
+    assert move != "pass", "passing back would end the game at move 12 on komi"
+    point = coords.from_gtp(move, 9)
+    assert before.flat[point] == 0 and gtp.board(9).flat[point] == -1
+    gtp.ok("clear_board")
+    for line in SETTLED + ["play b pass"]:
+        gtp.ok(line)
+    assert gtp.ok("final_score") == "W+34.5"
+    assert gtp.ok("genmove w") == "pass"
+    assert "RE[W+34.5]" in gtp.ok("printsgf")
+
+
+def test_without_an_ownership_head_passing_back_needs_every_point_owned():
+    """A net without the heads (here the uniform stand-in): passing back needs every empty
+    point to touch one colour only; a stone left inside the other's area, or an open board,
+    means the game is not settled, even when the count wins."""
+    import dataclasses
+
+    from training.config import PRESETS
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9, komi=7.5)
+    gtp = Transcript((nine, uniform_net), simulations=16, analysis_simulations=16)
+    for line in SETTLED + ["play b pass"]:
+        gtp.ok(line)
+    assert gtp.ok("genmove w") == "pass"
+    gtp.ok("clear_board")
+    for line in SETTLED + ["play b H2", "play w E1", "play b pass"]:
+        gtp.ok(line)   # a black stone in White's H1-J4: 28 - (54 - 8) - 7.5, H1-J4 no one's
+    assert gtp.ok("final_score") == "W+25.5"
+    assert gtp.ok("genmove w") != "pass"
+    gtp.ok("clear_board")
+    for line in EARLY_PASS:
+        gtp.ok(line)
+    assert gtp.ok("final_score") == "W+7.5" and gtp.ok("genmove w") != "pass"
+    # kgs-genmove_cleanup never takes the early pass, settled or not.
+    gtp.ok("clear_board")
+    for line in SETTLED + ["play b pass"]:
+        gtp.ok(line)
+    assert gtp.ok("kgs-genmove_cleanup w") != "pass"
 
 
 # ---------------------------------------------------------------- SGF
@@ -638,7 +735,8 @@ def check_analysis(line: str, board: np.ndarray) -> list[dict]:
 
 
 def test_lz_analyze_format_min_and_max_moves_and_errors(loaded):
-    gtp = Transcript(loaded, analysis_simulations=200)
+    # A cap far above what three lines reach: once there, no more lines would come.
+    gtp = Transcript(loaded, analysis_simulations=5000)
     gtp.ok("play b C3")
     gtp.output.seek(0), gtp.output.truncate()
     started = time.monotonic()
@@ -721,18 +819,23 @@ KATA_BLOCK = re.compile(
 
 def streamed_lines(gtp, command: str, count: int = 2) -> list[str]:
     """The lines a streaming analysis command wrote before a "next command" arrived after
-    `count` lines; checks the response's framing."""
+    `count` lines, or after a line and a second without another (the search reached its
+    analysis cap: lines would repeat, so none is sent); checks the response's framing."""
     gtp.output.seek(0), gtp.output.truncate()
     started = time.monotonic()
+    seen = {"lines": 0, "at": started}
 
     def stop():
-        return gtp.output.getvalue().count("\ninfo move ") >= count \
+        lines = gtp.output.getvalue().count("\ninfo move ")
+        if lines != seen["lines"]:
+            seen.update(lines=lines, at=time.monotonic())
+        return lines >= count or (lines and time.monotonic() - seen["at"] > 1) \
             or time.monotonic() - started > 30
 
     gtp.server.execute(command, interrupted=stop)
     output = gtp.output.getvalue()
     head, *lines, closing = output.split("\n")[:-1]
-    assert head == "=" and closing == "" and len(lines) >= count, output[-200:]
+    assert head == "=" and closing == "" and lines, output[-200:]
     return lines
 
 
@@ -830,13 +933,67 @@ def test_kata_analyze_of_a_net_without_aux_heads(loaded):
     assert "kata-analyze" in gtp.ok("list_commands").split("\n")
 
 
+def analysis_until_quiet(gtp, command: str, cap: int, quiet: float = 0.5,
+                         limit: float = 120) -> list[int]:
+    """The total visits of every info line `command` streams, the "next command" arriving
+    `quiet` seconds after a line reports `cap` visits (or when a line repeats the one before,
+    or after `limit` seconds)."""
+    gtp.output.seek(0), gtp.output.truncate()
+    started = time.monotonic()
+    seen = {"lines": [], "capped_at": None}
+
+    def stop():
+        lines = gtp.output.getvalue().split("\n")[1:-1]
+        for line in lines[len(seen["lines"]):]:
+            seen["lines"].append(line)
+            total = sum(int(v) for v in re.findall(r" visits (\d+)", line))
+            if total >= cap and seen["capped_at"] is None:
+                seen["capped_at"] = time.monotonic()
+        lines = seen["lines"]
+        repeated = len(lines) >= 2 and lines[-1] == lines[-2]
+        capped = seen["capped_at"] is not None and time.monotonic() - seen["capped_at"] > quiet
+        return repeated or capped or time.monotonic() - started > limit
+
+    gtp.server.execute(command, interrupted=stop)
+    head, *lines, closing = gtp.output.getvalue().split("\n")[:-1]
+    assert head == "=" and closing == ""
+    assert all(line.startswith("info move ") for line in lines)
+    return [sum(int(v) for v in re.findall(r" visits (\d+)", line)) for line in lines]
+
+
+def test_analysis_searches_up_to_the_documented_cap_then_sends_nothing_more():
+    """Lizzie's analysis stopped at 2,439 visits on 9x9 (the tree's old size) while the same
+    info line came 10 times a second. gtp/README.md: analysis grows a position's search to
+    min(10,000, 800,000 // (N*N + 1)) visits (9,756 on 9x9) unless --analysis-sims says
+    otherwise; once there, no more lines until the next command."""
+    import dataclasses
+
+    from training.config import PRESETS
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9)
+    gtp = Transcript((nine, uniform_net), simulations=8, analysis_simulations=None)
+    totals = analysis_until_quiet(gtp, "lz-analyze b 5", cap=9_756)
+    assert totals[-1] == 9_756 > 2_439
+    assert all(a < b for a, b in zip(totals, totals[1:])), \
+        f"lines must grow, none may repeat: {totals[-5:]}"
+
+
+def test_kata_analysis_stops_at_analysis_sims_and_sends_no_repeated_lines(loaded):
+    gtp = Transcript(loaded, analysis_simulations=40)
+    gtp.ok("play b C3")
+    totals = analysis_until_quiet(gtp, "kata-analyze w 2 minmoves 30", cap=40)
+    assert totals[-1] == 40
+    assert all(a < b for a, b in zip(totals, totals[1:])), totals
+    # A new request on the same position sends its (unchanged) state once, then nothing.
+    assert analysis_until_quiet(gtp, "lz-analyze w 2", cap=40) == [40]
+
+
 # ---------------------------------------------------------------- the process
 
 def test_subprocess_speaks_only_gtp_from_another_directory_and_analysis_stops_at_input(
         tiny_run, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    engine = engine_process(tiny_run, "--sims", "4", "--analysis-sims", "300", cwd=elsewhere,
+    engine = engine_process(tiny_run, "--sims", "4", "--analysis-sims", "5000", cwd=elsewhere,
                             stderr_path=tmp_path / "stderr.txt")
     try:
         engine.send("1 name\n2 play b C3\n# comment\n\n3 genmove w\n")
@@ -1005,6 +1162,41 @@ def test_fixed_handicap_vertices_are_gnugos():
                 assert ours is not None and sorted(ours) == sorted(body.split()), (size, stones)
             else:
                 assert ours is None, (size, stones)
+
+
+@pytest.mark.parametrize("while_analysing", [False, True])
+def test_a_controller_closing_the_engines_output_stops_it_quietly(tmp_path, while_analysing):
+    """A controller that closes the engine's stdout: the engine stops at its next answer (or
+    info line) with status 0 and one line on stderr, no BrokenPipeError traceback."""
+    stderr_path = tmp_path / "stderr.txt"
+    with open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen([sys.executable, str(PROJECT_ROOT / "gtp_engine.py"),
+                                    "--player", "mcts:8"], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
+
+    def read_line() -> bytes:
+        assert select.select([process.stdout], [], [], 120)[0], "no answer"
+        return process.stdout.readline()
+
+    try:
+        process.stdin.write(b"1 name\n")
+        assert read_line() == b"=1 Batched Go Zero\n" and read_line() == b"\n"
+        if while_analysing:
+            process.stdin.write(b"2 lz-analyze b 1\n")
+            assert read_line() == b"=2\n" and read_line().startswith(b"info move ")
+        process.stdout.close()
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(b"3 name\n4 genmove b\n")
+        status = process.wait(timeout=60)   # stdin stays open: it stops by itself
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdin.close()
+    log = stderr_path.read_text()
+    assert status == 0, log
+    assert "Traceback" not in log and "Exception ignored" not in log and "Error" not in log, log
+    assert "closed the engine's output" in log
 
 
 def test_version_answers_the_program_version_or_the_one_given(loaded):

@@ -8,8 +8,10 @@ After every case a synchronising command with an id of its own is sent; everythi
 wrote before its answer must be well-formed GTP responses (`=` or `?`, an optional id, text
 without empty lines, an empty line at the end), as many as the case has command lines by the
 GTP specification's preprocessing (reimplemented here from the specification: ASCII control
-characters but HT and LF removed, `#` starts a comment, only space and tab are whitespace;
-lines longer than the engine's documented 64 kB limit are answered too). Commands with an id
+characters but HT and LF removed, `#` starts a comment, only space and tab are whitespace; a
+line left blank gets no answer however long it is, comment lines included; a line whose text
+before its `#` is longer than the engine's documented 64 kB limit and not blank is answered
+`line too long`). Commands with an id
 must be answered with that id. No answer may be an internal error, the engine must answer
 every case within a deadline, never die, and exit cleanly on `quit`. The cases are drawn from
 a seeded generator, so a failure names a case that can be replayed.
@@ -101,19 +103,21 @@ def parse_responses(data: bytes, case: str) -> list[tuple[str, str, str]]:
 
 def spec_commands(data: bytes) -> list[str | None]:
     """The lines of `data` that are commands by the GTP specification (3.1): the id each
-    starts with ("" when none, None for an over-long line, answered without a known id)."""
+    starts with ("" when none, None for an over-long line, answered without a known id).
+    Comments and blank lines get no answer whatever their length; the limit applies to the
+    text before the comment."""
     commands = []
     for raw in data.split(b"\n"):
-        if len(raw) > MAX_LINE_BYTES:
+        text = raw.split(b"#", 1)[0]
+        line = SPEC_CONTROL.sub("", text.decode("utf-8", "replace")).replace("\t", " ")
+        words = [word for word in line.split(" ") if word]
+        if not words:
+            continue
+        if len(text) > MAX_LINE_BYTES:
             commands.append(None)
             continue
-        line = SPEC_CONTROL.sub("", raw.decode("utf-8", "replace"))
-        line = line.split("#", 1)[0].replace("\t", " ")
-        words = [word for word in line.split(" ") if word]
-        if words:
-            first = words[0]
-            commands.append(first.lstrip("0") or "0" if first.isascii() and first.isdigit()
-                            else "")
+        first = words[0]
+        commands.append(first.lstrip("0") or "0" if first.isascii() and first.isdigit() else "")
     return commands
 
 
@@ -222,6 +226,13 @@ def structured_cases(n: int, rng: random.Random, files: list[Path], directory: P
     for megabytes in (1, 8):
         add(f"a line of {megabytes} MB", b"12 play b " + b"A1 " * ((megabytes << 20) // 3) + b"\n")
     add("a blank line of 1 MB", b" \t" * (1 << 19) + b"\n")
+    # GTP answers no comment line, however long: these used to get `line too long`.
+    add("a comment line of 100,000 characters", b"# " + b"c" * 100_000 + b"\n")
+    add("comment lines over 64 kB", b"\t  #" + b"# x" * 40_000 + b"\n#" + b"\x00\x7f" * 50_000
+        + b"\n" + "# ★".encode() * 30_000 + b"\n" + b" " * 70_000 + b"# blank, then a comment\n")
+    add("a comment line of 8 MB", b"#" + b"c" * (8 << 20) + b"\n")
+    add("commands with comments over 64 kB", b"13 name # " + b"c" * 100_000 + b"\n"
+        + b"14 play b pass#" + b"#" * 70_000 + b"\nundo #" + b"\r" * 65_537 + b"\n")
     add("CR/LF mixes", "1 name\r\n\r\n2 version\r\r\n\r3 protocol_version\n\rname\r\r\r\n"
                        "play b \rD4\r\nundo\n\n\n\n")
     add("comments", "# a comment\n  # indented\nname # trailing\n4 name#glued\n#\x00\x01\n"

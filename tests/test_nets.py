@@ -10,8 +10,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from training.config import PRESETS  # noqa: E402
-from training.nets import (NetOpenError, build_trainer, model_info, open_net,  # noqa: E402
-                           read_config, save_model_file)
+from training.nets import (CONFIG_KEY, INFO_KEY, NetOpenError, build_trainer,  # noqa: E402
+                           model_info, open_array_net, open_net, read_config, save_model_file)
 from training.run_directory import RunDirectory  # noqa: E402
 
 CONFIG = PRESETS["tiny"].overridden(seed=5)
@@ -100,3 +100,37 @@ def test_sources_that_cannot_play_are_one_line_errors(trained, tmp_path):
         with pytest.raises(NetOpenError, match=message) as raised:
             open_net(arguments.pop("source"), **arguments)
         assert "\n" not in str(raised.value)
+
+
+def random_model(path):
+    path.write_bytes(np.random.default_rng(3).bytes(3000))   # head -c 3000 /dev/urandom
+
+
+def truncated_model(path):
+    save_model_file(path, CONFIG, {"model.0000": np.zeros(500, np.float32)}, {"run": "x"})
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+def model_with_an_object_array(path):
+    # A model file in every other respect; np.savez pickles the object array to write it.
+    np.savez(path, **{CONFIG_KEY: np.frombuffer(CONFIG.to_json().encode(), np.uint8),
+                      INFO_KEY: np.frombuffer(b"{}", np.uint8),
+                      "model.0000": np.array([{"weights": 1}, None], dtype=object)})
+
+
+@pytest.mark.parametrize("make", [random_model, truncated_model, model_with_an_object_array])
+def test_a_model_file_that_is_not_an_npz_of_numbers_is_refused_without_advice_to_unpickle(
+        tmp_path, make):
+    """NumPy called a file of random bytes pickled data it could load "unsafely": wrong about
+    the file, and advice never to follow for a model file."""
+    path = tmp_path / "g.npz"
+    make(path)
+    for reader in (read_config, model_info, open_array_net, open_net):
+        with pytest.raises(NetOpenError) as raised:
+            reader(path)
+        message = str(raised.value)
+        assert message.startswith(f"{path} is not a readable model file ("), message
+        assert "\n" not in message and "pickle" not in message.lower(), message
+    if make is random_model:
+        assert message == f"{path} is not a readable model file (not an .npz archive)"

@@ -443,6 +443,33 @@ def test_no_readable_checkpoint_stops_with_a_message_and_deletes_nothing(three_i
     assert {name: value for name, value in snapshot(run).items() if name in kept} == kept
 
 
+def test_a_run_without_its_config_json_resumes_with_its_checkpoints_net_shape(tmp_path):
+    """A run of a shape no preset has (--filters 16): a bad value in config.json is refused
+    with advice that works and nothing rewritten; with config.json moved away, as that advice
+    says, the usual command resumes with the checkpoints' shape; asking explicitly for another
+    shape is refused and writes nothing."""
+    run = tmp_path / "run"
+    code, _, err = run_main(run, "--filters", "16", "--iterations", "2")
+    assert code == 0, err
+    config_path = run / "config.json"
+    good = config_path.read_bytes()
+    config_path.write_text(good.decode().replace('"simulations": 4', '"simulations": "many"'))
+    broken = config_path.read_bytes()
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 2
+    assert "move the file away: the run then resumes with the net shape its checkpoints hold" in err
+    assert config_path.read_bytes() == broken            # a refused start rewrites nothing
+    config_path.rename(tmp_path / "config.json.bad")
+    code, _, err = run_main(run, "--filters", "8", "--iterations", "3")
+    assert code == 2 and "filters: checkpoints have 16, command asks 8" in err, err
+    assert not config_path.exists()
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code == 0, err
+    assert "config.json was missing: rebuilt" in err and "resumed" in err
+    assert json.loads(config_path.read_text())["filters"] == 16
+    assert checkpoint_iterations(run)[-1] == 3
+
+
 # Kill and resume.
 
 class LoopProcess:
@@ -565,6 +592,29 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint(tmp_path, no_proce
     assert metrics_lines(run)[:len(complete_lines)] == complete_lines
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
+        tmp_path, stop, no_process_left_behind):
+    """SIGTERM, Ctrl-C's SIGINT and SIGHUP mid-run: one line naming the signal and what is
+    kept, exit 128 + signal, no traceback, the lock released, and the same command resumes
+    after the last complete iteration."""
+    run = tmp_path / "run"
+    process = LoopProcess(run, 1000, "stopped")
+    process.wait_until(lambda: (run / "checkpoints" / "ckpt_000001.npz").exists())
+    process.process.send_signal(stop)
+    assert process.process.wait(timeout=60) == 128 + stop
+    err = process.stderr
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"bp_tree: stopped by {signal.Signals(stop).name} during iteration ")
+    kept = checkpoint_iterations(run)[-1]
+    assert f"resumes after iteration {kept}" in last
+    code, _, err = run_main(run, "--iterations", str(kept + 1))
+    assert code == 0, err
+    assert f"resumed" in err and checkpoint_iterations(run)[-1] == kept + 1
+    assert_consistent(run)
+
+
 # One owner per run, and faults a restart cannot cure.
 
 def test_a_second_trainer_exits_at_once_naming_the_owner_and_readers_are_not_blocked(
@@ -592,6 +642,42 @@ def test_a_second_trainer_exits_at_once_naming_the_owner_and_readers_are_not_blo
     code, _, err = run_main(run, "--iterations", "1")
     assert code == 0, err
     assert "resumed" in err
+
+
+def test_the_lock_and_the_run_directory_refuse_before_tensorflow_loads(tmp_path):
+    """A TensorFlow that cannot be imported: the lock refusal, a --run that is a file and an
+    unreadable config.json still each answer in their one line, at once, so none of them
+    waits for TensorFlow's seconds of loading or shows its start-up text."""
+    poison = tmp_path / "poison"
+    for package in ("tensorflow", "keras"):
+        (poison / package).mkdir(parents=True)
+        (poison / package / "__init__.py").write_text(f"raise ImportError('{package} loaded')\n")
+    env = {**os.environ, "PYTHONPATH": str(poison)}
+
+    def trainer(run: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "bp_tree.py", "--run", str(run), *TINY_ARGS],
+                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    from training.run_directory import RunDirectory
+    owned = RunDirectory(tmp_path / "owned")
+    owned.lock()
+    try:
+        locked = trainer(tmp_path / "owned")
+    finally:
+        owned.unlock()
+    assert locked.returncode == 3 and "in use by another trainer" in locked.stderr
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    not_a_directory = trainer(a_file)
+    assert not_a_directory.returncode == 4 and "a_file" in not_a_directory.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    unreadable = trainer(broken)
+    assert unreadable.returncode == 2 and "config.json is unreadable" in unreadable.stderr
+    for result in (locked, not_a_directory, unreadable):
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def fake_project(tmp_path: Path, script: str) -> Path:
@@ -654,6 +740,43 @@ def test_run_sh_trains_the_9x9_preset_unless_told_another(tmp_path, given, passe
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (project / "argv.txt").read_text() == repr(passed)
+
+
+# The stand-in trainer that waits to be stopped: it records the signal it gets, and its PID.
+WAITING_STAND_IN = STAND_IN + """import os, signal, time
+(here / "pid.txt").write_text(str(os.getpid()))
+def stopped(signum, frame):
+    (here / "signal.txt").write_text(signal.Signals(signum).name)
+    sys.exit(128 + signum)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, stopped)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_stopping_run_sh_stops_its_trainer_and_returns_its_status(tmp_path, stop):
+    """A service manager, `timeout`, a closed terminal or Ctrl-C stop run.sh: the signal goes
+    on to the trainer, run.sh waits for it and exits with its status, and no trainer is left
+    running (it would hold the run's lock)."""
+    project = fake_project(tmp_path, WAITING_STAND_IN)
+    shell = subprocess.Popen(["bash", "run.sh"], cwd=project, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (project / "pid.txt").exists():
+        assert time.monotonic() < deadline and shell.poll() is None, shell.stderr.read()
+        time.sleep(0.01)
+    time.sleep(0.2)   # the stand-in's handlers are in place once it is asleep
+    trainer = int((project / "pid.txt").read_text())
+    shell.send_signal(stop)
+    try:
+        assert shell.wait(timeout=30) == 128 + stop
+    finally:
+        shell.kill()
+    assert (project / "signal.txt").read_text() == signal.Signals(stop).name
+    with pytest.raises(ProcessLookupError):
+        os.kill(trainer, 0)
+    assert (project / "starts.txt").read_text() == "1"
 
 
 def test_run_naming_a_file_is_refused_in_one_line(tmp_path):

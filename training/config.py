@@ -257,7 +257,7 @@ class Config:
         """(config, args) from the command line: --run, --preset and a flag per field.
         `add_arguments(parser)` adds a command's own flags; `check(args, parser)` may refuse
         them with parser.error."""
-        parser = argparse.ArgumentParser(description=description)
+        parser = OneLineParser(description=description)
         if add_arguments is not None:
             add_arguments(parser)
         parser.add_argument("--run", default="default",
@@ -286,6 +286,14 @@ class Config:
 
     def overridden(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes).validate()
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose refusals are one line naming the flag and what was wrong:
+    the usage text of some eighty flags in front of it hid the reason."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (--help lists every flag)\n")
 
 
 def _parse_bool(text: str) -> bool:

@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,8 @@ def resolve_run_path(run: str | os.PathLike) -> Path:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary name and move it into place; on any failure (a full or read-only
-    disk) the temporary is removed and the old file, if any, is left as it was."""
+    disk) the temporary is removed and the old file, if any, is left as it was. An OSError
+    names `path` (see _name_file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
@@ -58,9 +60,19 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            _name_file(error, path)
         raise
+
+
+def _name_file(error: OSError, path: Path) -> None:
+    """Make `error` name `path`, the file that was being written, so that its one-line message
+    (storage_fault) says which file the disk refused: a failed write, flush or fsync names no
+    file, and a failed open or rename names the temporary, which is removed and means nothing
+    to the user."""
+    error.filename, error.filename2 = str(path), None
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -73,10 +85,51 @@ def atomic_save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+class NpzError(ValueError):
+    """A file that is not a sound .npz archive of arrays of numbers; the message says why in a
+    few words, to follow the file's name."""
+
+
+# The first bytes of a zip archive (an empty one starts with its end record).
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+# What reading a torn or garbled archive raises: zipfile's own errors, a truncated member, a
+# garbled compressed member, RuntimeError for an encrypted member or (NotImplementedError)
+# an unknown compression method, OSError (EINVAL) for a seek to an offset garbled negative.
+DAMAGED_ARCHIVE = (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, OSError)
+
+
 def load_npz(path: Path) -> dict[str, np.ndarray]:
-    """Load every array (zip CRCs are checked on read, so a torn file raises)."""
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+    """Every array of an .npz archive (zip CRCs are checked on read, so a torn file raises).
+    Anything else raises NpzError: another format, a torn or garbled archive, an array of
+    Python objects. Nothing is ever unpickled: np.load would take a file that is not a zip
+    archive for a pickle, and then advise loading it unsafely."""
+    with open(path, "rb") as handle:
+        if handle.read(4) not in ZIP_MAGIC:
+            raise NpzError("not an .npz archive")
+        handle.seek(0)
+        try:
+            with np.load(handle, allow_pickle=False) as archive:
+                return {name: _npz_array(archive, name) for name in archive.files}
+        except DAMAGED_ARCHIVE as error:
+            raise NpzError(f"a torn or garbled .npz archive ({_one_line(error)})") from None
+
+
+def _npz_array(archive, name: str) -> np.ndarray:
+    try:
+        array = archive[name]
+    except ValueError as error:
+        # NumPy refuses an array of Python objects (or an outsized header) with advice to load
+        # the file unsafely: advice not to pass on about a file that should hold numbers.
+        why = ("it is not an array of plain numbers" if "pickle" in str(error).lower()
+               else _one_line(error))
+        raise NpzError(f"its array {name} is unreadable ({why})") from None
+    if not isinstance(array, np.ndarray):   # a member that is not an .npy file comes as bytes
+        raise NpzError(f"its member {name} is not an array")
+    return array
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
 
 
 class CheckpointError(Exception):
@@ -135,10 +188,15 @@ class RunDirectory:
             handle.close()
             raise RunLocked(f"{self.path} is in use by another trainer (PID {holder}); "
                             f"stop it first, or pick another --run") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+        except OSError as error:
+            handle.close()
+            _name_file(error, self.lock_path)
+            raise
         self._lock_handle = handle
 
     def unlock(self) -> None:
@@ -159,8 +217,10 @@ class RunDirectory:
             try:
                 saved = Config.from_json(self.config_path.read_text())
             except (ValueError, TypeError) as error:
-                raise ValueError(f"{self.config_path} is unreadable ({error}); "
-                                 f"move it away to start a new run there") from None
+                what_then = ("the run then resumes with the net shape its checkpoints hold"
+                             if self.checkpoint_iterations() else "a new run starts there")
+                raise ValueError(f"{self.config_path} is unreadable ({error}); fix that value, "
+                                 f"or move the file away: {what_then}") from None
             resumed = dataclasses.replace(saved, **(overrides or {}))
             problems = resumed.incompatibilities(saved)
             if problems:
@@ -171,9 +231,34 @@ class RunDirectory:
             changes = config.changes_from(saved)
             self.log(f"resuming with {self.config_path.name}"
                      + (f"; the command line changes {', '.join(changes)}" if changes else ""))
+        elif self.checkpoint_iterations():
+            config = self._config_of_checkpoints(config, overrides or {})
         atomic_write_text(self.config_path, config.to_json() + "\n")
         atomic_write_text(self.path / "revision.txt", code_revision())
         return config
+
+    def _config_of_checkpoints(self, config: Config, overrides: dict) -> Config:
+        """`config` with the net shape of the newest sound checkpoint, for a run whose
+        config.json is gone; ValueError (nothing written) when the command line asks
+        explicitly for another shape, or no checkpoint is sound."""
+        from architectures.array_net import net_shape  # TensorFlow-free
+        try:
+            loaded = self.load_latest_checkpoint(accept=net_shape)
+        except CheckpointError as error:
+            raise ValueError(f"{self.config_path} is missing and {error}") from None
+        state, counters = loaded
+        shape = net_shape(state)
+        stored = dataclasses.replace(config, **shape)
+        asked = dataclasses.replace(stored, **overrides)
+        problems = asked.incompatibilities(stored)
+        if problems:
+            raise ValueError(f"cannot resume {self.path}: its config.json is missing and its "
+                             f"checkpoints hold another net shape than asked: "
+                             + "; ".join(problems).replace("run has", "checkpoints have"))
+        self.log(f"{self.config_path.name} was missing: rebuilt from the command line and the "
+                 f"net shape of checkpoint {counters['iteration']} ("
+                 + ", ".join(f"{name} {value}" for name, value in shape.items()) + ")")
+        return asked.validate()
 
     # Checkpoints.
 
@@ -253,38 +338,34 @@ class RunDirectory:
     # Metrics.
 
     def append_metrics(self, record: dict) -> None:
-        """Append one line; if the write fails (a full disk), cut the file back to where it
-        was, so no torn line is left behind."""
+        """Append one line, whole or not at all. An OSError names metrics.jsonl (see
+        _name_file)."""
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
-        descriptor = os.open(self.metrics_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            size = os.fstat(descriptor).st_size
-            try:
-                written = 0
-                while written < len(line):
-                    written += os.write(descriptor, line[written:])
-                os.fsync(descriptor)
-            except OSError:
-                os.ftruncate(descriptor, size)
-                raise
-        finally:
-            os.close(descriptor)
+            _append_whole(self.metrics_path, line)
+        except OSError as error:
+            _name_file(error, self.metrics_path)
+            raise
 
     def read_metrics(self) -> list[dict]:
         """The sound records; readers skip damaged lines (the trainer sets them aside)."""
         return [record for record, _ in self._metrics_lines() if record is not None]
 
-    def _metrics_lines(self) -> list[tuple[dict | None, str]]:
-        """(record or None if the line is damaged, the line) for every line."""
+    def _metrics_lines(self) -> list[tuple[dict | None, bytes]]:
+        """(record or None if the line is damaged, the line's bytes) for every line.
+
+        Bytes, split at "\n" only: a damaged line is moved aside exactly as it was (decoding
+        with replacement would alter invalid UTF-8 in it), and a line that is not UTF-8 is
+        damaged (json.loads would guess UTF-16 from bytes such as a BOM)."""
         if not self.metrics_path.exists():
             return []
         lines = []
-        for line in self.metrics_path.read_text(errors="replace").splitlines(keepends=True):
+        for line in io.BytesIO(self.metrics_path.read_bytes()).readlines():
             try:
-                record = json.loads(line)
+                record = json.loads(line.decode("utf-8"))
                 if not isinstance(record, dict) or not isinstance(record.get("iteration"), int):
                     raise ValueError("not a record with an iteration")
-            except ValueError:
+            except ValueError:   # UnicodeDecodeError and JSONDecodeError are ValueErrors
                 record = None
             lines.append((record, line))
         return lines
@@ -303,25 +384,44 @@ class RunDirectory:
                 self.chunk_path(later).unlink()
         if self.metrics_path.exists():
             lines = self._metrics_lines()
-            if lines and lines[-1][0] is None and not lines[-1][1].endswith("\n"):
+            if lines and lines[-1][0] is None and not lines[-1][1].endswith(b"\n"):
                 lines.pop()
             damaged = [line for record, line in lines if record is None]
             kept = [line for record, line in lines
                     if record is not None and record["iteration"] <= iteration]
             if damaged:
                 aside = self.metrics_path.with_name(self.metrics_path.name + ".damaged")
-                previous = aside.read_text(errors="replace") if aside.exists() else ""
-                atomic_write_text(aside, previous + "".join(
-                    line if line.endswith("\n") else line + "\n" for line in damaged))
+                previous = aside.read_bytes() if aside.exists() else b""
+                if previous and not previous.endswith(b"\n"):   # edited by hand
+                    previous += b"\n"   # keep its last line and the first moved apart
+                atomic_write_bytes(aside, previous + b"".join(damaged))
                 self.log(f"{len(damaged)} damaged line(s) of {self.metrics_path.name} moved "
                          f"to {aside.name}")
-            text = "".join(kept)
-            if text != self.metrics_path.read_text(errors="replace"):
-                atomic_write_text(self.metrics_path, text)
+            data = b"".join(kept)
+            if data != self.metrics_path.read_bytes():
+                atomic_write_bytes(self.metrics_path, data)
         for directory in (self.path, self.checkpoints, self.replay, self.sgf):
             if directory.exists():
                 for temporary in directory.glob(".*.tmp*"):
                     temporary.unlink(missing_ok=True)
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append `data`; if the write fails (a full disk), cut the file back to where it was, so
+    no torn line is left behind."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(descriptor).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(descriptor, data[written:])
+            os.fsync(descriptor)
+        except OSError:
+            os.ftruncate(descriptor, size)
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def _check_counters(counters) -> None:
