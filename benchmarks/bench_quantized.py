@@ -1,0 +1,186 @@
+"""Quantized CPU inference of a model file: speed and accuracy against float32, in one run.
+
+Positions come from the model's own self-play (float32 ONNX Runtime, its own search settings);
+a share calibrates static int8 quantization (ONNX Runtime's QDQ format, per-channel int8
+weights, uint8 activations, MinMax ranges), the rest measure it. Each back end is timed
+side by side at each batch (median of repeats, alternating), and compared with float32 on
+the same positions:
+
+    top1        the share of positions whose most likely move is float32's
+    top1_clear  the same where float32's two best moves are 0.1 or more apart
+    prob_lost   float32's probability of its best move minus that of the quantized best move
+    value_mae   the mean absolute difference of the value (in [-1, 1])
+
+Back ends: `ort_fp32` (what self-play runs), `ort_int8` (the QDQ model in ONNX Runtime), and
+when the `openvino` package is installed `ov_fp32` and `ov_int8` (the same two models
+compiled by OpenVINO) and `ov_bf16` where the CPU reports BF16. The CPU's instruction sets
+that matter (AVX-512, VNNI, BF16) are printed first: they differ between machines.
+
+    .venv/bin/python benchmarks/bench_quantized.py [--model models/9x9.npz] [--positions 3000]
+
+Last line: `quantized MODEL b128 fp32_per_s=X best=NAME per_s=Y speedup=Y/X top1=T value_mae=M`.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from architectures.array_net import named_weights  # noqa: E402
+from architectures.onnx_export import onnx_graph, onnxruntime_session  # noqa: E402
+from games.selfplay import SelfPlay  # noqa: E402
+from training.nets import _model_weights, _read_model_arrays, read_config  # noqa: E402
+
+CLEAR_GAP = 0.1
+CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_flags() -> str:
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "unknown"
+    return " ".join(f"{flag}={'yes' if flag in flags else 'no'}" for flag in CPU_FLAGS)
+
+
+def session_net(session):
+    def evaluate(planes):
+        policy, value = session.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
+        return policy, np.clip(value, -1.0, 1.0)
+    return evaluate
+
+
+def selfplay_positions(config, evaluate, count: int) -> np.ndarray:
+    batch = SelfPlay(config.overridden(num_games=128, backend="cpu"), evaluate, seed=7).play(count)
+    return batch.planes.astype(np.float32)
+
+
+def quantize_int8(fp32_path: Path, int8_path: Path, calibration: np.ndarray) -> None:
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"planes": calibration[i:i + 64]}
+                                 for i in range(0, len(calibration), 64)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    prepared = fp32_path.with_name("prepared.onnx")
+    quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
+    quantize_static(str(prepared), str(int8_path), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, weight_type=QuantType.QInt8,
+                    activation_type=QuantType.QUInt8)
+
+
+def openvino_nets(paths: dict[str, Path]) -> dict:
+    try:
+        import openvino
+    except ImportError:
+        print("openvino is not installed: its rows are skipped")
+        return {}
+    core = openvino.Core()
+    capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    print(f"OpenVINO {openvino.__version__}: CPU capabilities {', '.join(capabilities)}")
+    plans = [("ov_fp32", paths["fp32"], "f32"), ("ov_int8", paths["int8"], None)]
+    if "BF16" in capabilities:
+        plans.append(("ov_bf16", paths["fp32"], "bf16"))
+    nets = {}
+    for name, path, precision in plans:
+        settings = {"PERFORMANCE_HINT": "LATENCY"}
+        if precision:
+            settings["INFERENCE_PRECISION_HINT"] = precision
+        compiled = core.compile_model(str(path), "CPU", settings)
+        request = compiled.create_infer_request()
+
+        def evaluate(planes, compiled=compiled, request=request):
+            results = request.infer({0: np.ascontiguousarray(planes, np.float32)})
+            return results[compiled.outputs[0]], np.asarray(results[compiled.outputs[1]]).reshape(-1)
+        nets[name] = evaluate
+    return nets
+
+
+def accuracy(reference, other, planes) -> dict:
+    policy, value = reference(planes)
+    other_policy, other_value = other(planes)
+    best, other_best = policy.argmax(1), other_policy.argmax(1)
+    ordered = np.sort(policy, axis=1)
+    clear = ordered[:, -1] - ordered[:, -2] >= CLEAR_GAP
+    rows = np.arange(len(policy))
+    return {"top1": float((best == other_best).mean()),
+            "top1_clear": float((best == other_best)[clear].mean()),
+            "prob_lost": float((policy[rows, best] - policy[rows, other_best]).mean()),
+            "value_mae": float(np.abs(value - other_value).mean())}
+
+
+def rate(net, planes, seconds: float) -> float:
+    net(planes)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        net(planes)
+        calls += 1
+    return calls * len(planes) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(ROOT / "models" / "9x9.npz"))
+    parser.add_argument("--positions", type=int, default=3000)
+    parser.add_argument("--calibration", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", default="16,64,128",
+                        type=lambda text: [int(part) for part in text.split(",")])
+    args = parser.parse_args()
+
+    import onnx
+    config, path = read_config(args.model)
+    weights = named_weights(config, _model_weights(_read_model_arrays(path)))
+    proto = onnx_graph(weights, config.board_size, config.input_planes, path.stem)
+    print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {cpu_flags()}")
+    with tempfile.TemporaryDirectory() as folder:
+        paths = {"fp32": Path(folder) / "fp32.onnx", "int8": Path(folder) / "int8.onnx"}
+        onnx.save(proto, paths["fp32"])
+        fp32 = session_net(onnxruntime_session(proto))
+        positions = selfplay_positions(config, fp32, args.positions)
+        np.random.default_rng(0).shuffle(positions)
+        calibration, test = positions[:args.calibration], positions[args.calibration:]
+        started = time.perf_counter()
+        quantize_int8(paths["fp32"], paths["int8"], calibration)
+        print(f"{len(positions)} self-play positions; int8 calibration on {len(calibration)} "
+              f"took {time.perf_counter() - started:.1f} s")
+        nets = {"ort_fp32": fp32,
+                "ort_int8": session_net(onnxruntime_session(onnx.load(paths["int8"])))}
+        nets.update(openvino_nets(paths))
+        scores = {name: accuracy(fp32, net, test) for name, net in nets.items()}
+        for name, score in scores.items():
+            print(f"{name}: " + " ".join(f"{key}={value:.4f}" for key, value in score.items()))
+        last = {}
+        for batch in args.batches:
+            planes = np.ascontiguousarray(test[:batch])
+            rates = {name: [] for name in nets}
+            for _ in range(args.repeats):
+                for name, net in nets.items():
+                    rates[name].append(rate(net, planes, 0.5))
+            last = {name: statistics.median(values) for name, values in rates.items()}
+            print(f"b{batch} positions/s: "
+                  + " ".join(f"{name}={value:.0f}" for name, value in last.items()))
+    fp32_rate = last["ort_fp32"]
+    best = max((name for name in last if name != "ort_fp32"), key=last.get)
+    print(f"quantized {path.name} b{args.batches[-1]} fp32_per_s={fp32_rate:.0f} best={best} "
+          f"per_s={last[best]:.0f} speedup={last[best] / fp32_rate:.2f} "
+          f"top1={scores[best]['top1']:.4f} value_mae={scores[best]['value_mae']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
