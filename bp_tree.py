@@ -1,7 +1,7 @@
 """The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
 
     python bp_tree.py [--run NAME] [--preset cpu|tiny|paper|9x9] [--FIELD VALUE ...]
-    python bp_tree.py --preset 9x9 --aux_heads true --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
+    python bp_tree.py --preset 9x9 --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
 
 Run again with the same --run to resume exactly where the last complete iteration left off
 (see training/run_directory.py for what "complete" means and what is written where).
@@ -18,8 +18,10 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
     python bp_tree.py --progress [ARGS]   prints the newest checkpoint's iteration of the
                                           run ARGS name (0 if none), for run.sh
 --init_from only applies to a run without a checkpoint: weights only, a fresh optimizer and
-an empty replay buffer; a source of another board size or net shape is refused, except that
-the net may grow: --aux_heads true adds the ownership and score heads to a net trained without
+an empty replay buffer. The new run takes the source's board size and net shape
+(Config.SHAPE_FIELDS, from its config) wherever the command line sets none, so a warm start
+needs no shape flags; a shape flag that asks for another board size or net shape is refused,
+except that the net may grow: --aux_heads true adds the ownership and score heads to a net trained without
 them (they start fresh), a larger --blocks adds residual blocks after the source's last
 (they start as identities) and --extra_features true adds the liberty and ko input planes
 (the stem's weights on them start at zero), so the grown net first plays as the source did;
@@ -59,7 +61,8 @@ from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from kernels.go_batch import resolve_backend
 from training.config import Config
-from training.nets import NetOpenError, build_trainer, describe_devices, init_weights, open_net
+from training.nets import (NetOpenError, build_trainer, describe_devices, init_weights, open_net,
+                           with_source_shape)
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
@@ -413,7 +416,16 @@ def main(argv=None) -> int:
         # takes seconds to load (describe_devices and TrainingLoop load it).
         run.lock()
         try:
+            if args.init_from is not None and not run.config_path.exists():
+                # A new run from a warm start takes the source's net shape by default.
+                config, taken = with_source_shape(config, args.init_from,
+                                                  Config.explicit_overrides(args))
+                if taken:
+                    log(f"--init_from {args.init_from}: its net shape: {', '.join(taken)}")
             config = run.prepare(config, Config.explicit_overrides(args))
+        except NetOpenError as error:
+            log(f"bp_tree: --init_from: {error}")
+            return EXIT_REFUSED
         except ValueError as error:
             log(f"bp_tree: {error}")
             return EXIT_REFUSED

@@ -17,6 +17,11 @@ compiled by OpenVINO) and `ov_bf16` where the CPU reports BF16. The CPU's instru
 that matter (AVX-512, VNNI, BF16) are printed first: they differ between machines.
 
     .venv/bin/python benchmarks/bench_quantized.py [--model models/9x9.npz] [--positions 3000]
+        [--match GAMES --match_simulations SIMS]
+
+`--match` then plays the int8 net (ONNX Runtime) against the float32 one, each searching SIMS
+simulations a move, colours alternating over random two-move openings (games/matches.py), and
+prints the int8 side's score with its Wilson interval.
 
 Last line: `quantized MODEL b128 fp32_per_s=X best=NAME per_s=Y speedup=Y/X top1=T value_mae=M`.
 """
@@ -139,6 +144,8 @@ def main() -> None:
     parser.add_argument("--positions", type=int, default=3000)
     parser.add_argument("--calibration", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--match", type=int, default=0, help="games of int8 against float32")
+    parser.add_argument("--match_simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])
     args = parser.parse_args()
@@ -175,6 +182,18 @@ def main() -> None:
             last = {name: statistics.median(values) for name, values in rates.items()}
             print(f"b{batch} positions/s: "
                   + " ".join(f"{name}={value:.0f}" for name, value in last.items()))
+        if args.match:
+            from games.matches import checkpoint_vs_checkpoint
+            match_config = config.overridden(backend="cpu")
+            started = time.perf_counter()
+            report = checkpoint_vs_checkpoint(match_config, nets["ort_int8"], fp32, args.match,
+                                              args.match_simulations, seed=1,
+                                              names=("int8", "float32"))
+            low, high = report.interval()
+            print(f"match int8 vs float32, {args.match_simulations} simulations: "
+                  f"{report.wins}-{report.losses}-{report.draws}, score "
+                  f"{report.win_rate:.3f} ({low:.3f}-{high:.3f}), {report.distinct_games} "
+                  f"distinct games, {time.perf_counter() - started:.0f} s")
     fp32_rate = last["ort_fp32"]
     best = max((name for name in last if name != "ort_fp32"), key=last.get)
     print(f"quantized {path.name} b{args.batches[-1]} fp32_per_s={fp32_rate:.0f} best={best} "

@@ -949,10 +949,12 @@ def test_a_warm_start_from_inside_the_checkout_records_a_path_a_clone_can_follow
 def refused(run: Path, *extra: str) -> str:
     """Stderr of a bp_tree.main that must stop with exit code 2 (a refusal)."""
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), \
-            pytest.raises(SystemExit) as exit_info:
-        bp_tree.main(["--run", str(run), *TINY_ARGS, *extra])
-    assert exit_info.value.code == 2
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = bp_tree.main(["--run", str(run), *TINY_ARGS, *extra])
+        except SystemExit as exit_info:   # refusals from inside the loop exit this way
+            code = exit_info.code
+    assert code == 2, err.getvalue()
     return err.getvalue()
 
 
@@ -966,6 +968,23 @@ def test_init_from_refuses_another_net_shape_in_one_line(one_iteration, tmp_path
     err = refused(tmp_path / "nothing", "--iterations", "1",
                   "--init_from", str(tmp_path / "absent.npz"))
     assert "there is no model file" in err
+
+
+def test_a_warm_start_takes_the_sources_net_shape_without_shape_flags(one_iteration, tmp_path):
+    """--init_from alone: the new run gets the source's shape (here filters 16, which no
+    preset has), from a run or its exported model; a shape flag still grows the net."""
+    source = tmp_path / "wide"
+    code, _, err = run_main(source, "--filters", "16", "--iterations", "1")
+    assert code == 0, err
+    code, _, err = run_main(tmp_path / "from_run", "--iterations", "1", "--init_from", str(source))
+    assert code == 0, err
+    assert "its net shape: filters 16" in err
+    assert json.loads((tmp_path / "from_run" / "config.json").read_text())["filters"] == 16
+    code, _, err = run_main(tmp_path / "grown", "--iterations", "1", "--init_from", str(source),
+                            "--blocks", "2")
+    assert code == 0, err
+    grown = json.loads((tmp_path / "grown" / "config.json").read_text())
+    assert (grown["filters"], grown["blocks"]) == (16, 2)
 
 
 def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iteration, tmp_path):
@@ -986,8 +1005,9 @@ def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iterati
     assert len(before) == 2 and len(after) == 4
     for a, b in zip(before, after[:2]):
         np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6, atol=1e-6)
-    # Taking heads away is still refused.
-    err = refused(tmp_path / "shrunk", "--iterations", "1", "--init_from", str(run))
+    # Taking heads away, asked for explicitly, is still refused.
+    err = refused(tmp_path / "shrunk", "--iterations", "1", "--aux_heads", "false",
+                  "--init_from", str(run))
     assert "aux_heads: it has True, command asks False" in err
 
 
@@ -1066,7 +1086,8 @@ def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, 
     train_one_random_step(new.trainer, rng)
     assert np.asarray(stem.kernel)[:, :, base:, :].any()
     # Dropping the planes again is refused in one line.
-    err = refused(tmp_path / "featureless", "--iterations", "1", "--init_from", str(run))
+    err = refused(tmp_path / "featureless", "--iterations", "1", "--extra_features", "false",
+                  "--init_from", str(run))
     assert "extra_features: it has True, command asks False" in err
 
 

@@ -197,6 +197,21 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
                      path=found.path)
 
 
+def with_source_shape(config: Config, source: str | os.PathLike,
+                      explicit: dict) -> tuple[Config, list[str]]:
+    """`config` with the net shape (Config.SHAPE_FIELDS) of the warm start's `source` (a model
+    file, run or checkpoint; its config, read without TensorFlow) wherever the command line
+    did not set the field explicitly: a warm start needs no shape flags, and a flag given is
+    an asked-for change (growth) that init_weights checks. Also returns the "field value"
+    pairs taken over, for the start-up line."""
+    source_config, _ = read_config(_checkpoint_file(source, None)[0])
+    taken = {name: getattr(source_config, name) for name in Config.SHAPE_FIELDS
+             if name not in explicit}
+    changed = [f"{name} {value}" for name, value in taken.items()
+               if getattr(config, name) != value]
+    return config.overridden(**taken), changed
+
+
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
