@@ -61,8 +61,8 @@ from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from kernels.go_batch import resolve_backend
 from training.config import Config
-from training.nets import (NetOpenError, build_trainer, describe_devices, init_weights, open_net,
-                           with_source_shape)
+from training.nets import (NetOpenError, build_trainer, describe_devices, init_weights, model_info,
+                           open_net, run_model_info, save_model_file, with_source_shape)
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
@@ -199,6 +199,7 @@ class TrainingLoop:
         log(f"resumed {self.run.path} after iteration {iteration}: {self.counters['games']} games, "
             f"{self.counters['train_steps']} train steps, {len(self.buffer)} buffered positions "
             f"(read {loaded_positions})")
+        self._refresh_model()
 
     def iterate(self) -> dict:
 
@@ -277,10 +278,45 @@ class TrainingLoop:
         self._tensorboard(record)
         # The checkpoint comes last: it is what makes this iteration complete.
         rated = self.counters.get("rated_iteration")
-        run.save_checkpoint(iteration, self.trainer.state_dict(), self.counters,
+        state = self.trainer.state_dict()
+        run.save_checkpoint(iteration, state, self.counters,
                             keep=config.checkpoints_to_keep, protect=(rated,) if rated else ())
+        save_model_file(run.model_path, config, state,
+                        run_model_info(run.path.name, iteration, self.counters))
         self._prune_chunks()
         return record
+
+    def _refresh_model(self) -> None:
+        """Make model.npz the newest checkpoint's net when it is not (missing, from an older
+        run's code, or a stop came between the checkpoint and it): from the checkpoint file,
+        since the trainer's weights may hold part of a dropped iteration."""
+        iteration = self.counters["iteration"]
+        try:
+            if model_info(self.run.model_path).get("iteration") == iteration:
+                return
+        except (NetOpenError, ValueError, KeyError):
+            pass
+        loaded = self.run.load_latest_checkpoint(iteration)
+        if loaded is not None:
+            state, counters = loaded
+            save_model_file(self.run.model_path, self.config, state,
+                            run_model_info(self.run.path.name, iteration, counters))
+
+    def last_words(self) -> str:
+        """Where the run's model is, and its newest figure against GNU Go: the trainer's last
+        line however it ends."""
+        iteration = self.counters["iteration"]
+        if not iteration:
+            return f"run {self.run.path}: no iteration complete yet, so no model"
+        self._refresh_model()
+        line = f"model: {self.run.model_path} (iteration {iteration}"
+        rated = [record for record in self.run.read_metrics() if "win_rate_gnugo" in record]
+        if rated:
+            last = rated[-1]
+            line += (f"; at iteration {last['iteration']} it won {last['win_rate_gnugo']:.0%} of "
+                     f"{last.get('gnugo_games', '?')} games against GNU Go level "
+                     f"{last['gnugo_level']}")
+        return line + ")"
 
     def _rated_evaluations(self, iteration: int) -> dict:
         """Every gnugo_every iterations: a match against GNU Go, and one against the checkpoint
@@ -446,6 +482,7 @@ def main(argv=None) -> int:
             # train_sgf.py made, say): without a word the trainer would seem to exit for nothing.
             log(f"run {run.path}: iteration {loop.counters['iteration']} of {config.iterations} "
                 f"done; --iterations N goes on to N (0: no limit)")
+        log(loop.last_words())
         return 0
     except RunLocked as error:
         log(f"bp_tree: {error}")
@@ -458,6 +495,8 @@ def main(argv=None) -> int:
             where = (f"during iteration {loop.counters['iteration'] + 1}, which is dropped; the "
                      f"same command resumes after iteration {loop.counters['iteration']}")
         log(f"bp_tree: stopped by {signal.Signals(signum).name} {where}")
+        if loop is not None:
+            log(loop.last_words())
         return 128 + signum
     except OSError as error:
         line = storage_fault(error)

@@ -15,11 +15,8 @@ import argparse
 import os
 import sys
 
-from training.nets import NetOpenError, read_weights, save_model_file
+from training.nets import NetOpenError, read_weights, run_model_info, save_model_file
 from training.run_directory import RunDirectory, resolve_run_path
-
-INFO_COUNTERS = ("games", "positions", "cpu_seconds", "child_cpu_seconds", "train_steps",
-                 "wall_time_s", "init_from", "commands")
 
 
 def main(argv=None) -> int:
@@ -46,8 +43,7 @@ def main(argv=None) -> int:
     # read_weights gives the weights; the counters come with the same checkpoint.
     _, counters = RunDirectory(resolve_run_path(args.run), log=log).load_latest_checkpoint(
         found.iteration)
-    info = {"run": found.path.name, "iteration": found.iteration}
-    info.update({key: counters[key] for key in INFO_COUNTERS if key in counters})
+    info = run_model_info(found.path.name, found.iteration, counters)
     config = found.config
     if args.play_simulations is not None:
         config = config.overridden(play_simulations=args.play_simulations)

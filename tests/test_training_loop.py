@@ -605,10 +605,20 @@ def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
     assert process.process.wait(timeout=60) == 128 + stop
     err = process.stderr
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith(f"bp_tree: stopped by {signal.Signals(stop).name} during iteration ")
+    stopped, last = err.strip().splitlines()[-2:]
+    assert stopped.startswith(f"bp_tree: stopped by {signal.Signals(stop).name} during iteration ")
     kept = checkpoint_iterations(run)[-1]
-    assert f"resumes after iteration {kept}" in last
+    assert f"resumes after iteration {kept}" in stopped
+    # The last line says where the run's model is: the newest checkpoint's, ready to play.
+    assert last == f"model: {run / 'model.npz'} (iteration {kept})", last
+    from training.nets import model_info, open_array_net
+    assert model_info(run / "model.npz")["iteration"] == kept
+    with np.load(run / "checkpoints" / f"ckpt_{kept:06d}.npz") as checkpoint, \
+            np.load(run / "model.npz") as model:
+        for name in model.files:
+            if name.startswith("model."):
+                np.testing.assert_array_equal(model[name], checkpoint[name])
+    assert open_array_net(run / "model.npz").net.board_size == TINY.board_size
     code, _, err = run_main(run, "--iterations", str(kept + 1))
     assert code == 0, err
     assert f"resumed" in err and checkpoint_iterations(run)[-1] == kept + 1

@@ -301,6 +301,18 @@ def _with_added_inputs(kernel: np.ndarray, needed: tuple) -> np.ndarray:
     return grown
 
 
+# The checkpoint counters a model file's info carries (bp_tree.py documents them).
+INFO_COUNTERS = ("games", "positions", "cpu_seconds", "child_cpu_seconds", "train_steps",
+                 "wall_time_s", "init_from", "commands")
+
+
+def run_model_info(run_name: str, iteration: int, counters: dict) -> dict:
+    """A model file's info for iteration `iteration` of run `run_name`: where it came from."""
+    info = {"run": run_name, "iteration": iteration}
+    info.update({key: counters[key] for key in INFO_COUNTERS if key in counters})
+    return info
+
+
 def save_model_file(path: str | os.PathLike, config: Config, state: dict[str, np.ndarray],
                     info: dict) -> Path:
     """Write the model weights of a trainer state (`Trainer.state_dict()` or a checkpoint's)

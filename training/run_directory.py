@@ -4,6 +4,7 @@
         config.json            the resolved Config
         revision.txt           `git describe`, plus `git diff` when the tree was dirty
         checkpoints/ckpt_000012.npz   trainer state + counters after iteration 12 (last few kept)
+        model.npz              the newest checkpoint's net as a model file (training/nets.py)
         replay/chunk_000012.npz       positions self-played in iteration 12
         metrics.jsonl          one JSON object per completed iteration
         sgf/iter_000012_game_0.sgf    sample games
@@ -162,6 +163,9 @@ class RunDirectory:
         self.replay = self.path / "replay"
         self.sgf = self.path / "sgf"
         self.tensorboard = self.path / "tensorboard"
+        # The newest checkpoint's weights as a model file, rewritten at every checkpoint, so
+        # that the GUI and the GTP engine play a run's latest net with --model at once.
+        self.model_path = self.path / "model.npz"
         self.metrics_path = self.path / "metrics.jsonl"
         self.config_path = self.path / "config.json"
         self.lock_path = self.path / "trainer.lock"
