@@ -3,6 +3,7 @@
 the board symmetries it samples under, and `nets`, the one way to turn a run's checkpoint or a
 model file into a net that plays. The loop that drives a run is the entry script bp_tree.py.
 
-This package imports `architectures/` (lazily, for TensorFlow) and nothing else of the
-project; `games/`, `gtp/`, `gui/` and the entry scripts build on it.
+This package imports `kernels/` (the board size and plane constants, the back ends' names)
+and `architectures/` (lazily where TensorFlow is needed; `array_net` for a net's shape without
+it); `games/`, `gtp/`, `gui/` and the entry scripts build on it. training/README.md says more.
 """
