@@ -71,36 +71,6 @@ def weight_names(blocks: int, aux_heads: bool, global_pooling: bool) -> list[str
     return names
 
 
-def net_shape(arrays: dict[str, np.ndarray]) -> dict:
-    """The config fields that shape a net (Config.SHAPE_FIELDS) read off the "model.NNNN"
-    arrays of a model file or checkpoint: a run whose config.json is gone still knows its net.
-    ValueError when the arrays fit no `resnet.build_model` net."""
-    from types import SimpleNamespace
-    stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
-    for aux_heads in (False, True):
-        for global_pooling in (False, True):
-            blocks, rest = divmod(len(stored) - len(weight_names(0, aux_heads, global_pooling)),
-                                  10)   # each residual block has 10 arrays
-            if blocks < 0 or rest:
-                continue
-            weights = dict(zip(weight_names(blocks, aux_heads, global_pooling), stored))
-            stem, logits = weights["stem_conv.kernel"], weights["policy_logits.kernel"]
-            if stem.ndim != 4 or logits.ndim != 2:
-                continue
-            planes = stem.shape[2]
-            extra = planes % 2 == 1      # 2 (history + 1) + 2 planes, plus 7 extra ones
-            board_size = int(round((logits.shape[1] - 1) ** 0.5))
-            shape = {"board_size": board_size, "history": (planes - 4 - 7 * extra) // 2,
-                     "extra_features": bool(extra), "blocks": blocks,
-                     "filters": int(stem.shape[3]),
-                     "value_hidden": int(weights["value_hidden.kernel"].shape[-1]),
-                     "aux_heads": aux_heads, "global_pooling": global_pooling}
-            expected = expected_shapes(SimpleNamespace(**shape, input_planes=planes))
-            if all(weights[name].shape == size for name, size in expected.items()):
-                return shape
-    raise ValueError("its arrays fit no net of this project")
-
-
 def named_weights(config, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """{"layer.field": array} of the "model.NNNN" arrays of a model file or checkpoint trained
     under `config`; ValueError (one line) when their number or shapes do not fit its shape."""

@@ -16,8 +16,8 @@ import numpy as np
 from . import coords
 from .cpu_backend import CpuBackend
 from .slot_check import slot_faults
-from ._go_cpu import (ILLEGAL_GAME_OVER, ILLEGAL_KO, ILLEGAL_OCCUPIED, ILLEGAL_OUT_OF_RANGE,
-                      ILLEGAL_SUICIDE, ILLEGAL_SUPERKO)
+from ._go_cpu import (EXTRA_PLANES, ILLEGAL_GAME_OVER, ILLEGAL_KO, ILLEGAL_OCCUPIED,
+                      ILLEGAL_OUT_OF_RANGE, ILLEGAL_SUICIDE, ILLEGAL_SUPERKO)
 
 BACKENDS = ("cpu", "cuda", "auto")
 
@@ -92,9 +92,16 @@ def _cuda_available() -> tuple[bool, str]:
 # OpenMP threads per call at most: one per core of any machine this runs on, and the bound
 # BatchedMCTS takes too (OpenMP itself fails or exhausts memory asked for 100,000 threads).
 MAX_THREADS = 1024
-# Planes features() appends with extra_features (GO_EXTRA_PLANES in go_rules.h: own groups
-# with 1, 2, 3+ liberties, the opponent's, the simple-ko point).
-EXTRA_PLANES = 7
+# EXTRA_PLANES (from the C extension, GO_EXTRA_PLANES of go_rules.h): the planes features()
+# appends with extra_features: own groups with 1, 2, 3+ liberties, the opponent's, the
+# simple-ko point.
+
+
+def feature_planes(history: int, extra: bool) -> int:
+    """Input planes per point of features(history) (go_feature_channels in go_rules.h): own
+    and opponent stones now and `history` positions back, the side to move, ones, and with
+    `extra` the EXTRA_PLANES. Config.input_planes and the net's input width are this."""
+    return 2 * (history + 1) + 2 + (EXTRA_PLANES if extra else 0)
 
 
 def _check_positive_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
@@ -349,7 +356,7 @@ class GoBatch:
 
     def num_feature_planes(self, history: int | None = None) -> int:
         history = self.history_length if history is None else history
-        return 2 * (history + 1) + 2 + (EXTRA_PLANES if self.extra_features else 0)
+        return feature_planes(history, self.extra_features)
 
     def random_moves(self, slots=None, include_pass: bool = False, legal=None):
         """A uniformly random legal move per board, drawn inside the back end: among the legal

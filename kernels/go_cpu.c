@@ -459,8 +459,7 @@ static PyObject *rules_features(RulesObject *self, PyObject *args)
                             L->history);
     }
     if (borrow_slots(self, pool, slots, &a) < 0) return NULL;
-    const Py_ssize_t per_board = (Py_ssize_t)L->n * L->n
-                                 * (2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0));
+    const Py_ssize_t per_board = (Py_ssize_t)L->n * L->n * go_feature_channels(history, extra);
     if (borrow(out_object, &out, 1, 4, a.count * per_board, "out") < 0) {
         release_slots(&a);
         return NULL;
@@ -627,6 +626,7 @@ static int module_exec(PyObject *module)
         {"ILLEGAL_SUICIDE", GO_ILLEGAL_SUICIDE},
         {"ILLEGAL_SUPERKO", GO_ILLEGAL_SUPERKO},
         {"ILLEGAL_OUT_OF_RANGE", GO_ILLEGAL_OUT_OF_RANGE},
+        {"EXTRA_PLANES", GO_EXTRA_PLANES},
     };
     for (size_t i = 0; i < sizeof(constants) / sizeof(constants[0]); i++)
         if (PyModule_AddIntConstant(module, constants[i].name, constants[i].value) < 0) return -1;

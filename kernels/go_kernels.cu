@@ -102,7 +102,7 @@ extern "C" __global__ void go_features_kernel(uint8_t *pool, const int64_t *slot
                                               float *out, int count)
 {
     BOARD_INDEX(i);
-    const int channels = 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+    const int channels = go_feature_channels(history, extra);
     go_features(&layout, SLOT(slots[i]), history, extra, out + i * GO_N * GO_N * channels);
 }
 
@@ -151,7 +151,7 @@ extern "C" __global__ void go_leaf_kernel(uint8_t *pool, const int64_t *src, con
         result = h->to_play == GO_BLACK ? black : -black;
     }
     finished[i] = result;
-    const int channels = 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+    const int channels = go_feature_channels(history, extra);
     go_features(&layout, base, history, extra, planes + i * (long long)(GO_N * GO_N * channels));
 }
 

@@ -511,6 +511,14 @@ GO_FN void go_board(const GoLayout *L, uint8_t *base, int8_t *out)
  * (not the pseudo-liberties the pool keeps), and the simple-ko point. */
 enum { GO_EXTRA_PLANES = 7 };
 
+/* The input planes go_features writes per point: the one definition of the count, which the
+ * CPU extension exports (EXTRA_PLANES) and kernels/go_batch.py's feature_planes repeats; a
+ * test holds the two to the planes actually written. */
+GO_FN int go_feature_channels(int history, int extra)
+{
+    return 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+}
+
 /* out[q] for every stone point q: its group's distinct liberties capped at 3; 0 elsewhere. */
 GO_FN void go_liberty_counts(const GoLayout *L, GoSlot s, uint8_t *out)
 {
@@ -548,8 +556,8 @@ GO_FN void go_liberty_counts(const GoLayout *L, GoSlot s, uint8_t *out)
 GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, int extra, float *out)
 {
     GoSlot s = go_slot(L, base);
-    const int n = L->n, W = L->stride, base_channels = 2 * (h + 1) + 2;
-    const int channels = base_channels + (extra ? GO_EXTRA_PLANES : 0);
+    const int n = L->n, W = L->stride, base_channels = go_feature_channels(h, 0);
+    const int channels = go_feature_channels(h, extra);
     const int me = s.h->to_play, opponent = 3 - me;
     const float black_to_move = me == GO_BLACK ? 1.0f : 0.0f;
     for (int j = 0; j <= h; j++) {

@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
-from kernels.go_batch import BACKENDS, EXTRA_PLANES
+from kernels.go_batch import BACKENDS, feature_planes
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ class Config:
 
     @property
     def input_planes(self) -> int:
-        return 2 * (self.history + 1) + 2 + (EXTRA_PLANES if self.extra_features else 0)
+        return feature_planes(self.history, self.extra_features)
 
     @property
     def num_actions(self) -> int:

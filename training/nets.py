@@ -24,10 +24,12 @@ import os
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-from kernels.go_batch import EXTRA_PLANES, describe_backend, resolve_backend
+from architectures.array_net import expected_shapes, weight_names
+from kernels.go_batch import EXTRA_PLANES, describe_backend, feature_planes, resolve_backend
 from training.config import Config
 from training.run_directory import (CHECKPOINT_PREFIX, ROOT, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
@@ -195,6 +197,39 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
     net = CompiledNet(trainer.model, batch_size=batch_size, shapes=shapes)
     return OpenedNet(config=found.config, net=net, label=found.label, iteration=found.iteration,
                      path=found.path)
+
+
+def net_shape(arrays: dict[str, np.ndarray]) -> dict:
+    """The config fields that shape a net (Config.SHAPE_FIELDS) read off the "model.NNNN"
+    arrays of a model file or checkpoint: a run whose config.json is gone still knows its net.
+    ValueError when the arrays fit no `resnet.build_model` net."""
+    stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
+    for aux_heads in (False, True):
+        for global_pooling in (False, True):
+            blocks, rest = divmod(len(stored) - len(weight_names(0, aux_heads, global_pooling)),
+                                  10)   # each residual block has 10 arrays
+            if blocks < 0 or rest:
+                continue
+            weights = dict(zip(weight_names(blocks, aux_heads, global_pooling), stored))
+            stem, logits = weights["stem_conv.kernel"], weights["policy_logits.kernel"]
+            if stem.ndim != 4 or logits.ndim != 2:
+                continue
+            planes = stem.shape[2]
+            inputs = [(history, extra) for extra in (False, True)
+                      for history in range(planes) if feature_planes(history, extra) == planes]
+            if len(inputs) != 1:
+                continue
+            (history, extra), = inputs
+            board_size = int(round((logits.shape[1] - 1) ** 0.5))
+            shape = {"board_size": board_size, "history": history,
+                     "extra_features": extra, "blocks": blocks,
+                     "filters": int(stem.shape[3]),
+                     "value_hidden": int(weights["value_hidden.kernel"].shape[-1]),
+                     "aux_heads": aux_heads, "global_pooling": global_pooling}
+            expected = expected_shapes(SimpleNamespace(**shape, input_planes=planes))
+            if all(weights[name].shape == size for name, size in expected.items()):
+                return shape
+    raise ValueError("its arrays fit no net of this project")
 
 
 def with_source_shape(config: Config, source: str | os.PathLike,

@@ -245,7 +245,7 @@ class RunDirectory:
         """`config` with the net shape of the newest sound checkpoint, for a run whose
         config.json is gone; ValueError (nothing written) when the command line asks
         explicitly for another shape, or no checkpoint is sound."""
-        from architectures.array_net import net_shape  # TensorFlow-free
+        from training.nets import net_shape  # deferred: nets imports this module
         try:
             loaded = self.load_latest_checkpoint(accept=net_shape)
         except CheckpointError as error:
