@@ -155,6 +155,18 @@ def onnxruntime_session(proto):
                                         providers=["CPUExecutionProvider"])
 
 
+def session_evaluator(session):
+    """An evaluator (games/search.py) over an ONNX Runtime session: planes on the host (device
+    arrays are copied there), policy and value as NumPy, the value clipped to [-1, 1] (ONNX
+    Runtime's Tanh can round to 1 + 1 ulp)."""
+    def evaluate(planes):
+        if not isinstance(planes, np.ndarray):
+            planes = planes.get()   # a CuPy array beside the CUDA rules
+        policy, value = session.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
+        return policy, np.clip(value, -1.0, 1.0, out=value)
+    return evaluate
+
+
 def allowed_cores() -> int:
     """The number of cores this process may run on (its affinity mask where the OS has one)."""
     try:

@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from architectures.array_net import named_weights  # noqa: E402
-from architectures.onnx_export import onnx_graph, onnxruntime_session  # noqa: E402
+from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
+                                       session_evaluator)
 from games.selfplay import SelfPlay  # noqa: E402
-from training.nets import _model_weights, _read_model_arrays, read_config  # noqa: E402
+from training.nets import read_named_weights  # noqa: E402
 
 CLEAR_GAP = 0.1
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -55,13 +55,6 @@ def cpu_flags() -> str:
     except (OSError, StopIteration):
         return "unknown"
     return " ".join(f"{flag}={'yes' if flag in flags else 'no'}" for flag in CPU_FLAGS)
-
-
-def session_net(session):
-    def evaluate(planes):
-        policy, value = session.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
-        return policy, np.clip(value, -1.0, 1.0)
-    return evaluate
 
 
 def selfplay_positions(config, evaluate, count: int) -> np.ndarray:
@@ -151,14 +144,14 @@ def main() -> None:
     args = parser.parse_args()
 
     import onnx
-    config, path = read_config(args.model)
-    weights = named_weights(config, _model_weights(_read_model_arrays(path)))
+    config, weights, opened = read_named_weights(args.model)
+    path = opened.path
     proto = onnx_graph(weights, config.board_size, config.input_planes, path.stem)
     print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {cpu_flags()}")
     with tempfile.TemporaryDirectory() as folder:
         paths = {"fp32": Path(folder) / "fp32.onnx", "int8": Path(folder) / "int8.onnx"}
         onnx.save(proto, paths["fp32"])
-        fp32 = session_net(onnxruntime_session(proto))
+        fp32 = session_evaluator(onnxruntime_session(proto))
         positions = selfplay_positions(config, fp32, args.positions)
         np.random.default_rng(0).shuffle(positions)
         calibration, test = positions[:args.calibration], positions[args.calibration:]
@@ -167,7 +160,7 @@ def main() -> None:
         print(f"{len(positions)} self-play positions; int8 calibration on {len(calibration)} "
               f"took {time.perf_counter() - started:.1f} s")
         nets = {"ort_fp32": fp32,
-                "ort_int8": session_net(onnxruntime_session(onnx.load(paths["int8"])))}
+                "ort_int8": session_evaluator(onnxruntime_session(onnx.load(paths["int8"])))}
         nets.update(openvino_nets(paths))
         scores = {name: accuracy(fp32, net, test) for name, net in nets.items()}
         for name, score in scores.items():

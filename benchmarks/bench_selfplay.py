@@ -85,28 +85,22 @@ def preset_mode(args) -> None:
 
 def model_evaluator(args, config, backend: str):
     """(evaluator, label, synchronize) of the model file for the chosen net back end."""
-    from architectures.array_net import ArrayNet, named_weights
-    from training.nets import _model_weights, _read_model_arrays
+    from architectures.array_net import ArrayNet
+    from training.nets import read_named_weights
 
-    arrays = _read_model_arrays(Path(args.model).resolve())
-    weights = named_weights(config, _model_weights(arrays))
+    _, weights, _ = read_named_weights(args.model)
     if args.net == "array":
         if backend == "cuda":
             import cupy
             net = ArrayNet(weights, config, xp=cupy, precision=args.precision)
             return net, f"array {args.precision} (CuPy)", cupy.cuda.Device().synchronize
         return ArrayNet(weights, config), "array float32 (NumPy)", lambda: None
-    from architectures.onnx_export import allowed_cores, onnx_graph, onnxruntime_session
+    from architectures.onnx_export import (allowed_cores, onnx_graph, onnxruntime_session,
+                                           session_evaluator)
 
     session = onnxruntime_session(onnx_graph(weights, config.board_size, config.input_planes,
                                              "model"))
-
-    def evaluate(planes):
-        if not isinstance(planes, np.ndarray):
-            planes = planes.get()
-        policy, value = session.run(None, {"planes": np.ascontiguousarray(planes, np.float32)})
-        return policy, np.clip(value, -1.0, 1.0)
-    return evaluate, f"onnxruntime ({allowed_cores()} threads)", lambda: None
+    return session_evaluator(session), f"onnxruntime ({allowed_cores()} threads)", lambda: None
 
 
 def model_mode(args) -> None:

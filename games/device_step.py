@@ -34,6 +34,26 @@ def block_bytes(rows: int, actions: int) -> int:
     return rows * (5 * actions + 5)
 
 
+def block_views(block, rows: int, actions: int):
+    """(priors, legal, values, terminal): views of an evaluation block (layout above) of `rows`
+    leaves, a host or device uint8 array; the tree takes them in this order."""
+    values, legal, terminal = 4 * rows * actions, 4 * rows * (actions + 1), rows * (5 * actions + 4)
+    return (block[:values].view(np.float32).reshape(rows, actions),
+            block[legal:terminal].view(np.bool_).reshape(rows, actions),
+            block[values:legal].view(np.float32),
+            block[terminal:].view(np.bool_))
+
+
+def in_namespace(xp, array):
+    """An evaluator's output as an array of `xp`: device data is taken over by DLPack (no
+    copy), host data is copied to the engine (only where a host evaluator meets CUDA)."""
+    if isinstance(array, xp.ndarray):
+        return array
+    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
+        return xp.from_dlpack(array)
+    return xp.asarray(array)
+
+
 class DeviceEvaluation:
     """Evaluates positions of a CUDA `GoBatch` with `evaluator`, one round trip a call.
 
@@ -87,8 +107,7 @@ class DeviceEvaluation:
             device = self._upload[:3 * k]
             device.set(upload.reshape(-1), stream=self.stream)
             block = self._block[:block_bytes(k, a)]
-            legal = block[4 * k * (a + 1):4 * k * (a + 1) + k * a]
-            terminal = block[k * (5 * a + 4):]
+            _, legal, _, terminal = block_views(block, k, a)
             planes = self._planes[:k]
             finished = self._finished[:k]
             backend.leaf_step(device[:k], device[k:2 * k], device[2 * k:], mode, self.history,
@@ -98,23 +117,10 @@ class DeviceEvaluation:
                 policy, value = self.evaluator.logits_and_value(planes)
             else:
                 policy, value = self.evaluator(planes)
-                policy, value = _on_device(cupy, policy), _on_device(cupy, value)
+                policy, value = in_namespace(cupy, policy), in_namespace(cupy, value)
             backend.pack(cupy.ascontiguousarray(policy, dtype=np.float32),
                          cupy.ascontiguousarray(value, dtype=np.float32).reshape(-1), finished,
                          self._on_device_logits, block, k)
             host = self._download_host[:block_bytes(k, a)]
             block.get(stream=self.stream, out=host)   # waits for the stream: the one sync
-        b, c = 4 * k * (a + 1), k * (5 * a + 4)
-        return (host[:4 * k * a].view(np.float32).reshape(k, a),
-                host[b:c].view(np.bool_).reshape(k, a),
-                host[4 * k * a:b].view(np.float32),
-                host[c:].view(np.bool_))
-
-
-def _on_device(cupy, array):
-    """An evaluator's output as a CuPy array: device data by DLPack, host data copied."""
-    if isinstance(array, cupy.ndarray):
-        return array
-    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
-        return cupy.from_dlpack(array)
-    return cupy.asarray(array)
+        return block_views(host, k, a)

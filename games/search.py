@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from games.device_step import COPY, COPY_PLAY, DeviceEvaluation
+from games.device_step import COPY, COPY_PLAY, DeviceEvaluation, block_views, in_namespace
 from kernels import GoBatch
 from py_util import BatchedMCTS
 from py_util.gumbel import GumbelRoots
@@ -67,16 +67,6 @@ def game_results(go: GoBatch, slots):
     """+1 / -1 / 0 from black's view for finished positions (area score minus komi), float32
     in the engine's namespace."""
     return go.xp.sign(go.score(slots)).astype(np.float32)
-
-
-def _in_namespace(xp, array):
-    """An evaluator's output as an array of `xp`: device data is taken over by DLPack (no
-    copy), host data is copied to the engine (only where a host evaluator meets CUDA)."""
-    if isinstance(array, xp.ndarray):
-        return array
-    if hasattr(array, "__dlpack__") and not isinstance(array, np.ndarray):
-        return xp.from_dlpack(array)
-    return xp.asarray(array)
 
 
 def uniform_evaluator(num_actions: int) -> Evaluator:
@@ -149,30 +139,26 @@ class SearchingGames:
         terminal = go.is_over(slots)
         policy, values = self.evaluator(go.features(self.history, slots))
         self.evaluations += len(terminal)
-        policy = xp.ascontiguousarray(_in_namespace(xp, policy), dtype=np.float32)
-        values = _in_namespace(xp, values).astype(np.float32)
+        policy = xp.ascontiguousarray(in_namespace(xp, policy), dtype=np.float32)
+        values = in_namespace(xp, values).astype(np.float32)
         mix = self.settings.rollout_lambda
         if mix > 0:
             # The playout's result from the view of the side to move at the leaf (finished
             # leaves are overwritten below; playing out from them costs nothing).
-            z = xp.sign(_in_namespace(xp, go.playouts(slots))) * go.to_play(slots)
+            z = xp.sign(in_namespace(xp, go.playouts(slots))) * go.to_play(slots)
             values = ((1.0 - mix) * values + mix * z).astype(np.float32)
         values = xp.where(terminal, go.finished_values(slots), values).astype(np.float32)
         return self._download(policy, legal, values, terminal)
 
     def _download(self, policy, legal, values, terminal):
         """One engine-to-host copy of the four arrays the tree takes, as one flat byte block
-        (layout in the module docstring); returns host views (priors, legal, values, terminal)."""
+        (layout in games/device_step.py); returns host views (priors, legal, values, terminal)."""
         xp = self.go.xp
         k, actions = legal.shape
         block = self.go.to_numpy(xp.concatenate([
             policy.reshape(-1).view(np.uint8), xp.ascontiguousarray(values).view(np.uint8),
             legal.reshape(-1).view(np.uint8), terminal.view(np.uint8)]))
-        a, b, c = 4 * k * actions, 4 * k * (actions + 1), k * (5 * actions + 4)
-        return (block[:a].view(np.float32).reshape(k, actions),
-                block[b:c].view(np.bool_).reshape(k, actions),
-                block[a:b].view(np.float32),
-                block[c:].view(np.bool_))
+        return block_views(block, k, actions)
 
     def _evaluate_leaves(self, leaves):
         if self._device is not None:

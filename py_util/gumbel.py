@@ -141,7 +141,7 @@ class GumbelRoots:
             return np.full(self.batch_size, -1, np.int64)
         return search.gumbel_root_actions(self._games, self.gumbel, self.base_visits,
                                           self.root_values, self._table, self.considered,
-                                          self.simulations)
+                                          self.simulations, (C_VISIT, C_SCALE, MIN_PRIOR))
 
     def actions(self, search) -> np.ndarray:
         """int64 (B,): the move of each started game, among its most visited actions this

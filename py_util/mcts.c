@@ -1028,6 +1028,13 @@ done:
 }
 GUARDED(tree_advance)
 
+/* An edge's mean value Q, as root_arrays reports it (float32): Gumbel root selection computes
+ * with these same values, so that it chooses as its NumPy formulas over root_arrays do. */
+static float edge_q(const Edge *e)
+{
+    return e->visits > 0 ? (float)(e->value_sum / e->visits) : 0.0f;
+}
+
 /* root_arrays(visits int32 (B, A), q float32 (B, A), priors float32 (B, A), legal bool (B, A)):
  * dense per-action statistics of every root; zero where there is no edge (and q where unvisited). */
 static PyObject *tree_root_arrays_unguarded(TreeObject *self, PyObject *args)
@@ -1057,7 +1064,7 @@ static PyObject *tree_root_arrays_unguarded(TreeObject *self, PyObject *args)
         for (const Edge *e = v.edge + root->first_edge; e < end; e++) {
             const Py_ssize_t at = g * a_count + e->action;
             out_visits[at] = e->visits;
-            out_q[at] = e->visits > 0 ? (float)(e->value_sum / e->visits) : 0.0f;
+            out_q[at] = edge_q(e);
             out_prior[at] = e->prior;
             out_legal[at] = 1;
         }
@@ -1076,13 +1083,15 @@ GUARDED(tree_root_arrays)
  * module docstring defines every term; GumbelRoots.root_actions is this, batched in NumPy
  * terms, and tests/test_gumbel.py checks one against the other): among the root's actions
  * whose visits this move equal the halving schedule's target, the one maximising
- * g + log prior + sigma(completed q), ties to the lower action; -1 where none qualifies. */
-#define GUMBEL_C_VISIT 50.0
-#define GUMBEL_C_SCALE 0.1
-#define GUMBEL_MIN_PRIOR 1e-12
+ * g + log prior + sigma(completed q), ties to the lower action; -1 where none qualifies.
+ * The constants c_visit, c_scale and min_prior are gumbel.py's C_VISIT, C_SCALE, MIN_PRIOR. */
+typedef struct {
+    double c_visit, c_scale, min_prior;
+} GumbelConstants;
+
 static int64_t gumbel_root_action(const TreeObject *t, Py_ssize_t g, const double *gumbel,
                                   const int64_t *base_visits, double root_value, const int64_t *table,
-                                  int considered, int simulations)
+                                  int considered, int simulations, GumbelConstants c)
 {
     const Node *root = root_node(t, g);
     if (root->state != NODE_EXPANDED || root->num_edges == 0) return -1;
@@ -1099,27 +1108,28 @@ static int64_t gumbel_root_action(const TreeObject *t, Py_ssize_t g, const doubl
         total += e->visits;
         if (e->visits > most) most = e->visits;
         if (e->visits > 0) {
-            const double p = e->prior > GUMBEL_MIN_PRIOR ? e->prior : (float)GUMBEL_MIN_PRIOR;
+            /* float32, as NumPy's maximum of the float32 priors and the Python float gives */
+            const double p = e->prior > c.min_prior ? e->prior : (float)c.min_prior;
             mass += p;
-            weighted += p * (double)(float)(e->value_sum / e->visits);
+            weighted += p * (double)edge_q(e);
         }
     }
     const double mixed = (root_value + total * (mass > 0 ? weighted / mass : 0.0)) / (1.0 + total);
     double low = INFINITY, high = -INFINITY;
     for (const Edge *e = first; e < end; e++) {
-        const double q = e->visits > 0 ? (double)(float)(e->value_sum / e->visits) : mixed;
+        const double q = e->visits > 0 ? (double)edge_q(e) : mixed;
         if (q < low) low = q;
         if (q > high) high = q;
     }
     const double scale = high > low ? high - low : 1.0;
-    const double weight = (GUMBEL_C_VISIT + most) * GUMBEL_C_SCALE;
+    const double weight = (c.c_visit + most) * c.c_scale;
     int64_t best = -1;
     double best_score = -INFINITY;
     for (const Edge *e = first; e < end; e++) {
         const Py_ssize_t at = g * t->num_actions + e->action;
         if (e->visits - base_visits[at] != target) continue;
-        const double q = e->visits > 0 ? (double)(float)(e->value_sum / e->visits) : mixed;
-        const double prior = e->prior > GUMBEL_MIN_PRIOR ? (double)e->prior : GUMBEL_MIN_PRIOR;
+        const double q = e->visits > 0 ? (double)edge_q(e) : mixed;
+        const double prior = e->prior > c.min_prior ? (double)e->prior : c.min_prior;
         const double score = gumbel[at] + log(prior) + weight * ((q - low) / scale);
         if (best < 0 || score > best_score || (score == best_score && e->action < best)) {
             best = e->action;
@@ -1131,16 +1141,18 @@ static int64_t gumbel_root_action(const TreeObject *t, Py_ssize_t g, const doubl
 
 /* gumbel_root_actions(games bool (B,), gumbel float64 (B, A), base_visits int64 (B, A),
  * root_values float64 (B,), table int64 (considered + 1, simulations), considered,
- * simulations, out int64 (B,)): out[g] = gumbel_root_action for the chosen games, -1 for the
- * others; over games on the thread team. */
+ * simulations, c_visit, c_scale, min_prior, out int64 (B,)): out[g] = gumbel_root_action for
+ * the chosen games, -1 for the others; over games on the thread team. */
 static PyObject *tree_gumbel_root_actions_unguarded(TreeObject *self, PyObject *args)
 {
     PyObject *objects[6];
     int considered, simulations;
+    GumbelConstants constants;
     Buffer mask = {0}, gumbel = {0}, base = {0}, values = {0}, table = {0}, out = {0};
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOOOiiO", &objects[0], &objects[1], &objects[2], &objects[3],
-                          &objects[4], &considered, &simulations, &objects[5]))
+    if (!PyArg_ParseTuple(args, "OOOOOiidddO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4], &considered, &simulations, &constants.c_visit,
+                          &constants.c_scale, &constants.min_prior, &objects[5]))
         return NULL;
     const Py_ssize_t batch = self->batch_size, a_count = self->num_actions;
     if (considered < 1 || simulations < 1) {
@@ -1162,7 +1174,7 @@ static PyObject *tree_gumbel_root_actions_unguarded(TreeObject *self, PyObject *
     Py_BEGIN_ALLOW_THREADS
     FOR_GAMES(self, REGION_SELECT, batch >= PARALLEL_MIN_GAMES, g, {
         actions[g] = chosen[g] ? gumbel_root_action(self, g, g_noise, base_visits, root_values[g],
-                                                    schedule, considered, simulations)
+                                                    schedule, considered, simulations, constants)
                                : -1;
     });
     Py_END_ALLOW_THREADS
@@ -1437,7 +1449,8 @@ static PyMethodDef tree_methods[] = {
     {"root_arrays", (PyCFunction)tree_root_arrays, METH_VARARGS, "root_arrays(visits, q, priors, legal)"},
     {"gumbel_root_actions", (PyCFunction)tree_gumbel_root_actions, METH_VARARGS,
      "gumbel_root_actions(games, gumbel float64 (B, A), base_visits int64 (B, A), root_values float64 (B,), "
-     "table int64 (considered + 1, simulations), considered, simulations, out int64 (B,))"},
+     "table int64 (considered + 1, simulations), considered, simulations, c_visit, c_scale, min_prior, "
+     "out int64 (B,))"},
     {"game_status", (PyCFunction)tree_game_status, METH_VARARGS, "game_status(out int64 (B, len(STATUS_FIELDS)))"},
     {"done", (PyCFunction)tree_done, METH_VARARGS, "done(games, simulation_limit) -> bool"},
     {"node_info", (PyCFunction)tree_node_info, METH_VARARGS,

@@ -276,11 +276,13 @@ class BatchedMCTS:
                 return evaluated
 
     def gumbel_root_actions(self, games, gumbel, base_visits, root_values, table,
-                            considered: int, simulations: int) -> np.ndarray:
+                            considered: int, simulations: int,
+                            constants: tuple[float, float, float]) -> np.ndarray:
         """int64 (B,): Gumbel sequential halving's root action for each chosen game's next
         simulation, -1 where none (py_util/gumbel.py `GumbelRoots.root_actions` defines the
         choice and passes its state here: noise float (B, A), visits at the move's start
-        (B, A), root values (B,), the halving schedule table (considered + 1, simulations))."""
+        (B, A), root values (B,), the halving schedule table (considered + 1, simulations),
+        and its constants (C_VISIT, C_SCALE, MIN_PRIOR))."""
         shape = (self.batch_size, self.num_actions)
         out = np.empty(self.batch_size, np.int64)
         self._tree.gumbel_root_actions(
@@ -289,7 +291,7 @@ class BatchedMCTS:
             _float_array(root_values, "root_values", (self.batch_size,), np.float64),
             _int64_array(table, "table", (considered + 1, simulations)),
             _positive_int(considered, "considered"), _positive_int(simulations, "simulations"),
-            out)
+            *(float(value) for value in constants), out)
         return out
 
     def thread_stats(self) -> dict:

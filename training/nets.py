@@ -180,11 +180,21 @@ def open_array_net(source: str | os.PathLike, *, xp=np, precision: str = "float3
     """A net that plays without TensorFlow (architectures/array_net.py) in namespace `xp`
     (NumPy, or CuPy for a GPU), from the same sources as `open_net`: what a GPU machine
     without TensorFlow self-plays with."""
-    from architectures.array_net import ArrayNet, named_weights
+    from architectures.array_net import ArrayNet
+    config, weights, opened = read_named_weights(source, checkpoint=checkpoint, log=log)
+    return replace(opened, net=ArrayNet(weights, config, xp=xp, precision=precision))
+
+
+def read_named_weights(source: str | os.PathLike, *, checkpoint: int | None = None,
+                       log=print) -> tuple[Config, dict[str, np.ndarray], OpenedNet]:
+    """(config, {"layer.field": array}, an OpenedNet without its net) of a run, checkpoint or
+    model file, without TensorFlow: the weights the array net and the ONNX graph are built
+    from."""
+    from architectures.array_net import named_weights
     config, path, weights, iteration, label = _source_weights(source, checkpoint, named_weights,
                                                               log)
-    net = ArrayNet(named_weights(config, weights), config, xp=xp, precision=precision)
-    return OpenedNet(config=config, net=net, label=label, iteration=iteration, path=path)
+    return (config, named_weights(config, weights),
+            OpenedNet(config=config, net=None, label=label, iteration=iteration, path=path))
 
 
 def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
@@ -206,8 +216,9 @@ def net_shape(arrays: dict[str, np.ndarray]) -> dict:
     stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
     for aux_heads in (False, True):
         for global_pooling in (False, True):
-            blocks, rest = divmod(len(stored) - len(weight_names(0, aux_heads, global_pooling)),
-                                  10)   # each residual block has 10 arrays
+            trunk_free = len(weight_names(0, aux_heads, global_pooling))
+            per_block = len(weight_names(1, aux_heads, global_pooling)) - trunk_free
+            blocks, rest = divmod(len(stored) - trunk_free, per_block)
             if blocks < 0 or rest:
                 continue
             weights = dict(zip(weight_names(blocks, aux_heads, global_pooling), stored))
