@@ -1,7 +1,7 @@
 """The training loop: self-play -> replay buffer -> train -> evaluate -> checkpoint, repeated.
 
     python bp_tree.py [--run NAME] [--preset cpu|tiny|paper|9x9] [--FIELD VALUE ...]
-    python bp_tree.py --preset 9x9 --run NEW --init_from models/9x9.npz   # a warm start (or a run / checkpoint)
+    python bp_tree.py --preset 9x9 --run NEW --init-from models/9x9.npz   # a warm start (or a run / checkpoint)
 
 Run again with the same --run to resume exactly where the last complete iteration left off
 (see training/run_directory.py for what "complete" means and what is written where).
@@ -17,17 +17,17 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
 
     python bp_tree.py --progress [ARGS]   prints the newest checkpoint's iteration of the
                                           run ARGS name (0 if none), for run.sh
---init_from only applies to a run without a checkpoint: weights only, a fresh optimizer and
+--init-from only applies to a run without a checkpoint: weights only, a fresh optimizer and
 an empty replay buffer. The new run takes the source's board size and net shape
 (Config.SHAPE_FIELDS, from its config) wherever the command line sets none, so a warm start
 needs no shape flags; a shape flag that asks for another board size or net shape is refused,
-except that the net may grow: --aux_heads true adds the ownership and score heads to a net trained without
+except that the net may grow: --aux-heads true adds the ownership and score heads to a net trained without
 them (they start fresh), a larger --blocks adds residual blocks after the source's last
-(they start as identities) and --extra_features true adds the liberty and ko input planes
+(they start as identities) and --extra-features true adds the liberty and ko input planes
 (the stem's weights on them start at zero), so the grown net first plays as the source did;
 every other layer comes from the source (training/nets.py init_weights). Train steps
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
---learning_rates 0:0.005 than at the schedule's first 0.02 (models/README.md).
+--learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
 
 Bookkeeping kept in the checkpoint's counters and written to metrics.jsonl each iteration:
 `cpu_seconds`, the process's CPU time (time.process_time, all threads: self-play, training,
@@ -182,14 +182,14 @@ class TrainingLoop:
             try:
                 found = init_weights(self.trainer, self.config, init_from, log=log)
             except NetOpenError as error:
-                log(f"bp_tree: --init_from: {error}")
+                log(f"bp_tree: --init-from: {error}")
                 raise SystemExit(EXIT_REFUSED) from None
             self.counters["init_from"] = _checkout_relative(found.path) + (
                 f" iteration {found.iteration}" if found.iteration is not None else "")
             log(f"starting a new run in {self.run.path} from the weights of {found.label}")
             return
         if init_from is not None:
-            log(f"--init_from {init_from} ignored: {self.run.path} resumes from its own checkpoint")
+            log(f"--init-from {init_from} ignored: {self.run.path} resumes from its own checkpoint")
         _, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         iteration = self.counters["iteration"]
@@ -457,10 +457,10 @@ def main(argv=None) -> int:
                 config, taken = with_source_shape(config, args.init_from,
                                                   Config.explicit_overrides(args))
                 if taken:
-                    log(f"--init_from {args.init_from}: its net shape: {', '.join(taken)}")
+                    log(f"--init-from {args.init_from}: its net shape: {', '.join(taken)}")
             config = run.prepare(config, Config.explicit_overrides(args))
         except NetOpenError as error:
-            log(f"bp_tree: --init_from: {error}")
+            log(f"bp_tree: --init-from: {error}")
             return EXIT_REFUSED
         except ValueError as error:
             log(f"bp_tree: {error}")

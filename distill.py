@@ -2,12 +2,12 @@
 and its values, over positions from the teacher's own games (training/distillation.py).
 
     python distill.py --teacher PATH --run NAME [--preset P] [--blocks 2 --filters 16]
-                      [--temperature 1.0] [--teacher_sims S] [--iterations 4]
+                      [--temperature 1.0] [--teacher-sims S] [--iterations 4]
 
 PATH is a run directory (its newest checkpoint) or a model file, opened by
 training.nets.open_net. The student's config comes from the usual config flags (those of
 bp_tree.py); its board size, input history and komi must be the teacher's. Each iteration
-the teacher self-plays `positions_per_iteration` positions (searching `--teacher_sims`
+the teacher self-plays `positions_per_iteration` positions (searching `--teacher-sims`
 simulations, default its config's eval_simulations), the student trains on them
 (`sample_reuse` samples per position, 8 random symmetries) and a checkpoint is written, so
 the run is one bp_tree.py continues. As in bp_tree.py, `--iterations I` runs until the run
@@ -39,10 +39,10 @@ def add_arguments(parser) -> None:
                         help="the teacher: a run directory (newest checkpoint) or a model file .npz")
     parser.add_argument("--temperature", type=float, default=1.0,
                         help="softmax temperature of the teacher's policy targets (default 1)")
-    parser.add_argument("--teacher_sims", type=int, default=None,
+    parser.add_argument("--teacher-sims", type=int, default=None,
                         help="simulations per move of the teacher's games (default: its "
                              "config's eval_simulations)")
-    parser.add_argument("--held_out_positions", type=int, default=512,
+    parser.add_argument("--held-out-positions", type=int, default=512,
                         help="positions of separate teacher games to measure the KL on")
 
 
@@ -50,9 +50,9 @@ def check(args, parser) -> None:
     if args.temperature <= 0:
         parser.error("--temperature must be positive")
     if args.teacher_sims is not None and args.teacher_sims < 1:
-        parser.error("--teacher_sims must be at least 1")
+        parser.error("--teacher-sims must be at least 1")
     if args.held_out_positions < 1:
-        parser.error("--held_out_positions must be at least 1")
+        parser.error("--held-out-positions must be at least 1")
 
 
 def main(argv=None) -> int:

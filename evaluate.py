@@ -21,7 +21,8 @@ played once with each colour.
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
-Without --run, --board-size and --komi set the game (random, mcts and GNU Go players only).
+Without --run the first model player's config sets the game, else --board-size (default 9);
+--komi sets the komi of any match.
 
 Everything that can be checked before the first game is: flags and their ranges, the GNU Go
 levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
@@ -33,18 +34,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import stat
 import sys
 from pathlib import Path
 
-from games.gnugo import LEVELS, GnuGoError, probe_gnugo
-from games.matches import NetEntry, play_pair, round_robin
+from games import players
+from games.gnugo import GnuGoError, probe_gnugo
+from games.matches import play_pair, round_robin
+from games.players import NetSource
 from games.ratings import fit_bradley_terry, rating_table
+from training import options
 from training.config import Config
-from training.nets import NetOpenError, open_net, read_config
-from training.run_directory import RunDirectory, atomic_write_bytes
+from training.options import OneLineParser, parse_player
+from training.run_directory import atomic_write_bytes
 
 
 def log(message: str) -> None:
@@ -52,27 +55,21 @@ def log(message: str) -> None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Matches between checkpoints, GNU Go and a "
-                                                 "random player; ratings of a run's checkpoints.")
-    parser.add_argument("--run", help="run directory: a bare name means runs/NAME, a path is used "
-                                      "as given; its config sets the board, komi and rules")
-    parser.add_argument("-a", "--black", "--player-a", dest="player_a",
-                        help="player A (black in the first game): ckpt:latest, ckpt:I, "
-                             "model:PATH, gnugo:L, mcts:SIMS, random")
-    parser.add_argument("-b", "--white", "--player-b", dest="player_b", help="player B")
+    parser = OneLineParser(description="Matches between checkpoints, GNU Go and a random "
+                                       "player; ratings of a run's checkpoints.")
+    options.add_run(parser, extra_help="; its config sets the board, komi and rules")
+    options.add_player(parser, "--black", "-a", "--player-a", dest="player_a",
+                       help="player A (black in the first game)")
+    options.add_player(parser, "--white", "-b", "--player-b", dest="player_b", help="player B")
     parser.add_argument("--rating", action="store_true",
                         help="round robin of the run's checkpoints and random, Bradley-Terry fit")
     parser.add_argument("--games", type=int, default=None,
                         help="games (per pair with --rating); default 50, 20 with --rating")
-    parser.add_argument("--sims", type=int, default=None,
-                        help="simulations per move of a checkpoint (default: the run's config; 0 = "
-                             "the policy alone)")
-    parser.add_argument("--rollout-lambda", type=float, default=None,
-                        help="leaf value (1 - L) * net + L * playout for the checkpoints "
-                             "(default: the run's rollout_lambda)")
+    options.add_search(parser, no_search=False)
+    options.add_game(parser)
+    options.add_seed(parser)
     parser.add_argument("--parallel", type=int, default=None,
                         help="games played at once (default min(games, 32))")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--random-openings", type=int, default=2,
                         help="random opening moves of every game (games 2k and 2k+1 share one "
                              "opening, colours swapped); 0 starts every game from the empty board")
@@ -82,13 +79,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="with --rating: the newest this many checkpoints (default all kept)")
     parser.add_argument("--gnugo-levels", default="",
                         help="with --rating: GNU Go levels to include, e.g. 0,5")
-    parser.add_argument("--board-size", type=int, default=None, help="without --run (default 7)")
-    parser.add_argument("--komi", type=float, default=None, help="without --run (default 7.5)")
     parser.add_argument("--gnugo", default=None, help="GNU Go binary (default gnugo on PATH, "
                                                       "then /usr/games/gnugo)")
     parser.add_argument("--sgf", default=None, help="directory to write each game's SGF into")
     parser.add_argument("--output", default=None, help="with --rating: append the JSON line here")
     args = parser.parse_args(argv)
+    options.check_shared(args, parser, min_sims=0)
     if args.rating:
         if not args.run:
             parser.error("--rating needs --run")
@@ -96,25 +92,19 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error("--rating plays its own pairs; leave out --black/--white")
     elif not (args.player_a and args.player_b):
         parser.error("name two players with --black and --white (or use --rating)")
-    if args.run and (args.board_size is not None or args.komi is not None):
-        parser.error("--board-size and --komi are for games without --run (the run's config "
-                     "sets them)")
+    if args.run and args.board_size is not None:
+        parser.error("--board-size is for games without --run (the run's net knows its board)")
     for name in ("games", "parallel", "checkpoints"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1")
     if args.random_openings < 0 or args.opening_moves < 0:
         parser.error("--random-openings and --opening-moves must be at least 0")
-    if args.sims is not None and args.sims < 0:
-        parser.error("--sims must be >= 0")
-    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
-        parser.error("--rollout-lambda must be in 0..1")
-    if args.board_size is not None and not 2 <= args.board_size <= 19:
-        parser.error(f"--board-size must be in 2..19, got {args.board_size}")
-    if args.komi is not None and not math.isfinite(args.komi):
-        parser.error(f"--komi must be a finite number, got {args.komi}")
-    args.gnugo_levels = [parse_level(level, parser.error)
-                         for level in filter(None, args.gnugo_levels.split(","))]
+    try:
+        args.gnugo_levels = [int(parse_player(f"gnugo:{level}").value)
+                             for level in filter(None, args.gnugo_levels.split(","))]
+    except ValueError as error:
+        parser.error(f"--gnugo-levels: {error}")
     if args.output is not None:
         why = unwritable_file(args.output)
         if why:
@@ -124,13 +114,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         if why:
             parser.error(f"--sgf {args.sgf}: {why}")
     return args
-
-
-def parse_level(text: str, error) -> int:
-    """A GNU Go level 0..10 from the command line; `error(message)` otherwise."""
-    if not text.isdigit() or int(text) not in LEVELS:
-        error(f"GNU Go level {text!r}: expected an integer in {LEVELS.start}..{LEVELS.stop - 1}")
-    return int(text)
 
 
 def unwritable_file(path: str) -> str | None:
@@ -164,87 +147,18 @@ def unusable_directory(path: str) -> str | None:
     return None if os.access(parent, os.W_OK) else f"cannot be made in {parent}: not writable"
 
 
-class Checkpoints:
-    """Nets of one run's checkpoints, each opened once."""
-
-    def __init__(self, run_path: Path, batch_size: int):
-        self.run = RunDirectory(run_path, log=log)
-        self.batch_size = batch_size
-        self.loaded: dict[int, object] = {}
-
-    def iteration(self, which: str) -> int:
-        iterations = self.run.checkpoint_iterations()
-        if not iterations:
-            raise SystemExit(f"evaluate: {self.run.path} has no checkpoint")
-        if which in ("", "latest"):
-            return iterations[-1]
-        if not which.isdigit():
-            raise SystemExit(f"evaluate: ckpt:{which}: expected ckpt:latest or ckpt:ITERATION")
-        return int(which)
-
-    def net(self, iteration: int):
-        """The checkpoint's net; NetOpenError if it is gone (the loop keeps only the last few)."""
-        if iteration not in self.loaded:
-            self.loaded[iteration] = open_net(self.run.path, checkpoint=iteration,
-                                              batch_size=self.batch_size, log=log).net
-        return self.loaded[iteration]
-
-
-def load_config(args: argparse.Namespace):
-    models = [spec[len("model:"):] for spec in (args.player_a, args.player_b)
-              if spec and spec.startswith("model:")]
-    if not args.run and models and args.board_size is None and args.komi is None:
-        try:
-            return read_config(models[0])[0], None
-        except NetOpenError as error:
-            raise SystemExit(f"evaluate: {error}") from None
-    if not args.run:
-        try:
-            return Config(board_size=args.board_size or 7,
-                          komi=7.5 if args.komi is None else args.komi).validate(), None
-        except ValueError as error:
-            raise SystemExit(f"evaluate: {error}") from None
-    try:
-        return read_config(args.run)
-    except NetOpenError as error:
-        raise SystemExit(f"evaluate: {error}") from None
-
-
-def entry_for(spec: str, config, checkpoints: Checkpoints | None,
-              batch_size: int) -> tuple[object, str]:
-    """(make_player entry, display name) of a command-line player."""
-    kind, _, value = spec.partition(":")
-    if kind == "random" and not value:
-        return "random", "random"
-    if kind == "mcts":
-        if not value.isdigit() or int(value) < 1:
-            raise SystemExit(f"evaluate: {spec}: expected mcts:SIMULATIONS (at least 1)")
-        return f"mcts:{int(value)}", f"mcts:{int(value)}"
-    if kind == "gnugo":
-        def refuse(message):
-            raise SystemExit(f"evaluate: {spec}: {message}")
-        level = parse_level(value, refuse)
-        return f"gnugo:{level}", f"gnugo:{level}"
-    if kind == "ckpt":
-        if checkpoints is None:
-            raise SystemExit(f"evaluate: {spec} needs --run")
-        iteration = checkpoints.iteration(value)
-        try:
-            return checkpoints.net(iteration), f"ckpt:{iteration}"
-        except NetOpenError as error:
-            raise SystemExit(f"evaluate: {error}") from None
-    if kind == "model" and value:
-        try:
-            opened = open_net(value, batch_size=batch_size, log=log)
-        except NetOpenError as error:
-            raise SystemExit(f"evaluate: {error}") from None
-        if opened.config.board_size != config.board_size:
-            raise SystemExit(f"evaluate: {spec} is a {opened.config.board_size}x"
-                             f"{opened.config.board_size} model; the game is {config.board_size}x"
-                             f"{config.board_size}")
-        return NetEntry(opened.net, opened.config), f"model:{Path(value).name}"
-    raise SystemExit(f"evaluate: unknown player {spec!r}: ckpt:latest, ckpt:I, model:PATH, "
-                     f"gnugo:L, mcts:SIMS or random")
+def load_config(args: argparse.Namespace) -> tuple[Config, Path | None]:
+    """The match's config: --run's, else the first model player's, else --board-size's (9 by
+    default); --komi and --rollout-lambda on top."""
+    models = [spec for spec in (args.player_a, args.player_b) if spec and spec.kind == "model"]
+    if args.run:
+        source = NetSource(args.run)
+    elif models and args.board_size is None:
+        source = NetSource(models[0].value)
+    else:
+        return players.game_config(args, None), None
+    config, path = players.read_source(source)
+    return players.game_config(args, config), (path if args.run else None)
 
 
 def write_sgf(directory: str, report) -> None:
@@ -277,18 +191,23 @@ def write_output(path: str, line: str) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    try:
+        return play(args)
+    except players.SetupError as error:
+        raise SystemExit(f"evaluate: {error}") from None
+
+
+def play(args: argparse.Namespace) -> int:
     config, run_path = load_config(args)
-    if args.rollout_lambda is not None:
-        config = config.overridden(rollout_lambda=args.rollout_lambda)
     simulations = config.simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
-    checkpoints = Checkpoints(run_path, parallel) if run_path else None
+    checkpoints = players.Checkpoints(run_path, parallel, log=log) if run_path else None
     if args.rating:
         check_gnugo(args, [f"gnugo:{level}" for level in args.gnugo_levels])
         return rating(args, config, checkpoints, games, simulations, parallel)
-    entry_a, name_a = entry_for(args.player_a, config, checkpoints, parallel)
-    entry_b, name_b = entry_for(args.player_b, config, checkpoints, parallel)
+    entry_a, name_a = players.match_entry(args.player_a, config, checkpoints, parallel, log=log)
+    entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log)
     check_gnugo(args, [name_a, name_b])
     if name_a == name_b:
         name_a, name_b = f"A {name_a}", f"B {name_b}"
@@ -314,7 +233,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
+def rating(args, config, checkpoints: players.Checkpoints, games: int, simulations: int,
            parallel: int) -> int:
     iterations = checkpoints.run.checkpoint_iterations()
     if not iterations:
@@ -325,7 +244,7 @@ def rating(args, config, checkpoints: Checkpoints, games: int, simulations: int,
     for iteration in iterations:
         try:
             entries[f"ckpt:{iteration}"] = checkpoints.net(iteration)
-        except NetOpenError as error:
+        except players.SetupError as error:
             log(f"evaluate: skipping checkpoint {iteration} ({error})")
     iterations = [i for i in iterations if f"ckpt:{i}" in entries]
     if not iterations:

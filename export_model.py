@@ -7,31 +7,33 @@ The file's info (training.nets.model_info) says where it came from: run, iterati
 games, positions, cpu_seconds and child_cpu_seconds (see bp_tree.py), train_steps, the
 init_from source when the run was warm-started, and the bp_tree.py command lines that trained
 it. Every front end opens it with training.nets.open_net (`--model PATH`, or a path ending in
-.npz where a run is asked for); bp_tree.py --init_from starts a new run from it.
+.npz where a run is asked for); bp_tree.py --init-from starts a new run from it.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from training import options
 from training.nets import NetOpenError, read_weights, run_model_info, save_model_file
+from training.options import OneLineParser
 from training.run_directory import RunDirectory, resolve_run_path
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Write a run's checkpoint as a model file.")
-    parser.add_argument("--run", required=True,
-                        help="run directory: a bare name means runs/NAME, a path is used as given")
+    parser = OneLineParser(description="Write a run's checkpoint as a model file.")
+    options.add_run(parser)
+    options.add_checkpoint(parser)
     parser.add_argument("--output", required=True, help="the model file to write (.npz)")
-    parser.add_argument("--checkpoint", type=int, default=None,
-                        help="the iteration to export (default: the newest readable checkpoint)")
-    parser.add_argument("--play_simulations", type=int, default=None, metavar="S",
+    parser.add_argument("--play-simulations", type=int, default=None, metavar="S",
                         help="the search per move the GTP engine and the GUI use by default "
                              "(default: the run's play_simulations, else its simulations)")
     args = parser.parse_args(argv)
+    options.check_shared(args, parser)
+    if args.run is None:
+        parser.error("name the run to export with --run")
     if args.play_simulations is not None and not 1 <= args.play_simulations <= 100_000:
-        parser.error(f"--play_simulations must be in [1, 100000], got {args.play_simulations}")
+        parser.error(f"--play-simulations must be in [1, 100000], got {args.play_simulations}")
     if not args.output.endswith(".npz"):
         parser.error(f"--output must end with .npz (a model file), got {args.output!r}")
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731

@@ -1,7 +1,7 @@
 """Play a trained net in a Pygame window.
 
     python play_network_gui.py [--run NAME|PATH [--checkpoint K] | --model FILE]
-                               [--no-search | --sims S] [--color black|white] [--size N]
+                               [--no-search | --sims S] [--color black|white] [--komi K]
                                [--save-dir DIR]
 
 With neither --run nor --model it plays the shipped 9x9 model, models/9x9.npz.
@@ -9,7 +9,7 @@ With neither --run nor --model it plays the shipped 9x9 model, models/9x9.npz.
 Click a point to play. Keys (and the buttons beside the board): P pass, U undo, R resign,
 N new game, C swap colours, S save SGF, H heatmap of the net's policy (or the search's visit
 counts) with its value estimate, O the net's territory estimate (a net trained with
---aux_heads true: who it expects to own each point, and its expected score), M search on/off,
+--aux-heads true: who it expects to own each point, and its expected score), M search on/off,
 Esc quit. The net answers from its policy
 alone (--no-search, instant) or after a tree search of S simulations (default: the run's own
 `simulations`), thinking in a background thread while the window stays live. Two passes end
@@ -40,7 +40,10 @@ from gui.geometry import BoardGeometry  # noqa: E402
 from gui.net_process import NetProcess, NetProcessError  # noqa: E402
 from gui.session import BLACK, WHITE, GameSession, colour_name  # noqa: E402
 from kernels import coords  # noqa: E402
-from training.nets import SHIPPED_MODEL, NetOpenError, read_config  # noqa: E402
+from games import players  # noqa: E402
+from games.players import SetupError  # noqa: E402
+from training import options  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 from training.run_directory import ROOT  # noqa: E402
 
 BOARD_PIXELS = 680
@@ -64,77 +67,38 @@ BUTTON = (64, 68, 78)
 BUTTON_EDGE = (110, 116, 130)
 
 
-class SetupError(Exception):
-    """A refusal with a message for the user (no checkpoint, wrong board size...)."""
-
-
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Play a trained Go net in a Pygame window.")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--run",
-                        help="run directory: a bare name means runs/NAME, a path is used as given")
-    source.add_argument("--model", type=Path,
-                        help="a model file (.npz, export_model.py); default without --run: the "
-                             "shipped models/9x9.npz")
-    parser.add_argument("--checkpoint", type=int, default=None, metavar="K",
-                        help="play the checkpoint of iteration K (default: the newest)")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--no-search", action="store_true",
-                      help="the net plays its policy's best move at once, no tree search")
-    mode.add_argument("--sims", type=int, default=None, metavar="S",
-                      help="simulations of tree search per net move (default: the run's)")
+    parser = OneLineParser(description="Play a trained Go net in a Pygame window (default: the "
+                                       "shipped model, models/9x9.npz).")
+    options.add_net_source(parser)
+    options.add_search(parser)
+    options.add_game(parser)
+    options.add_seed(parser)
     parser.add_argument("--color", "--colour", dest="colour", choices=("black", "white"),
                         default="black", help="the colour you play (default black)")
-    parser.add_argument("--size", type=int, default=None, metavar="N",
-                        help="board size; must be the run's (its net knows one size)")
     parser.add_argument("--save-dir", type=Path, default=None,
                         help="where S saves games as SGF (default: RUN/gui_games)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rollout-lambda", type=float, default=None, metavar="L",
-                        help="leaf value (1 - L) * net + L * random playout (default: the run's)")
     args = parser.parse_args(argv)
-    if args.model is not None and args.checkpoint is not None:
-        parser.error("--checkpoint picks a checkpoint of --run; a model file has one net")
-    if args.sims is not None and args.sims < 1:
-        parser.error("--sims must be at least 1 (--no-search plays without search)")
-    if args.rollout_lambda is not None and not 0 <= args.rollout_lambda <= 1:
-        parser.error("--rollout-lambda must be in 0..1")
+    options.check_shared(args, parser)
+    if args.sims is not None and args.no_search:
+        parser.error("--sims and --no-search: pick one")
     return args
 
 
 def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path]:
-    """The game against the run's net, and where to save SGF files; SetupError when the run
-    cannot be played (missing, no checkpoint yet, another board size)."""
-    source = args.run if args.run is not None else args.model
-    if source is None:
-        if not SHIPPED_MODEL.is_file():
-            raise SetupError(f"no --run or --model given, and the shipped model {SHIPPED_MODEL} "
-                             f"is missing (restore it with git, or name a run)")
-        source = SHIPPED_MODEL
-    elif args.model is not None and not str(source).endswith(".npz"):
-        raise SetupError(f"--model {source}: a model file ends in .npz (export_model.py writes "
-                         f"one); a run directory goes with --run")
-    try:
-        config, run_path = read_config(source)
-    except NetOpenError as error:
-        raise SetupError(str(error)) from None
-    if args.size is not None and args.size != config.board_size:
-        raise SetupError(f"--size {args.size} does not match the run: its net was trained on "
-                         f"{config.board_size}x{config.board_size} and plays only that size "
-                         f"(leave out --size, or pick a run trained on {args.size}x{args.size})")
+    """The game against the net, and where to save SGF files; SetupError when it cannot be
+    played (no such run, no checkpoint yet, another board size)."""
+    source = players.net_source(args)
+    net_config, run_path = players.read_source(source)
+    config = players.game_config(args, net_config)
     # The net runs in a child process: TensorFlow in the window's process crashes SDL's
     # OpenGL probe on Mesa's software renderer (see gui/net_process.py).
     try:
-        net = NetProcess(str(run_path), args.checkpoint)
+        net = NetProcess(str(run_path), source.checkpoint)
     except NetProcessError as error:
         raise SetupError(str(error)) from None
-    # One game, whose board the window reads on the host every frame: the rules run on the
-    # CPU (one board gains nothing from a kernel launch); the net process picks its own device.
-    config = config.overridden(backend="cpu")
-    search_simulations = args.sims or config.resolved_play_simulations
+    search_simulations = players.play_simulations(args, config)
     simulations = 0 if args.no_search else search_simulations
-    if args.rollout_lambda is not None:
-        config = config.overridden(rollout_lambda=args.rollout_lambda)
     try:
         driver = SearchingGames(config, 1, net, simulations=search_simulations,
                                 seed=args.seed, num_threads=1)
@@ -351,6 +315,7 @@ class Renderer:
                 kind = "visits" if shown.visits is not None else "policy"
                 y = self._text(surface, self.small_font, f"Heatmap: {kind}; {pass_text}",
                                (left, y), DIM_TEXT) + 4
+                y = self._draw_candidates(surface, shown, view.board.shape[0], left, y)
         if session.show_territory and session.territory is not None and not view.over:
             lead = session.territory.black_lead
             leader = "Black" if lead >= 0 else "White"
@@ -369,6 +334,17 @@ class Renderer:
         below_buttons = max(top + height for _, top, _, height in
                             (button.rect for button in self.buttons)) + 16
         self._wrapped(surface, self.small_font, hint, below_buttons, DIM_TEXT)
+
+    def _draw_candidates(self, surface, shown, board_size: int, left: int, y: int) -> int:
+        """The search's best moves with their win rates for the side to move, and the
+        principal variation of the best (games.analysis)."""
+        if not shown.candidates:
+            return y
+        best = ", ".join(f"{coords.to_gtp(c.action, board_size)} {c.winrate:.0%} ({c.visits})"
+                         for c in shown.candidates)
+        y = self._wrapped(surface, self.small_font, f"Best: {best}", y, TEXT)
+        line = " ".join(coords.to_gtp(a, board_size) for a in shown.candidates[0].pv[:8])
+        return self._wrapped(surface, self.small_font, f"Line: {line}", y, DIM_TEXT) + 4
 
     def _text(self, surface, font, text, position, colour) -> int:
         rendered = font.render(text, True, colour)

@@ -8,7 +8,7 @@
 # no iteration. SIGTERM, SIGINT and SIGHUP sent to run.sh (a service manager, `timeout`, a
 # closed terminal, Ctrl-C) go on to the trainer, and run.sh exits with its status once it has
 # stopped: no trainer is left running without it.
-# Without --preset a new run is 9x9 (the `9x9` preset, models/README.md); a resumed run keeps
+# Without --preset a new run is 9x9 (the `9x9` preset, docs/LINEAGE.md); a resumed run keeps
 # its config.json whatever the preset.
 set -uo pipefail
 cd "$(dirname "$0")"

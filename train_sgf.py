@@ -2,8 +2,8 @@
 played (policy) and the results (value), under the 8 board symmetries, and a share of the
 games is held out to measure move-prediction accuracy.
 
-    python train_sgf.py --sgf DIR --run NAME [--preset P] [--board_size 9] [--iterations 4]
-                        [--held_out 0.1] [any bp_tree.py config flag]
+    python train_sgf.py --sgf DIR --run NAME [--preset P] [--board-size 9] [--iterations 4]
+                        [--held-out 0.1] [any bp_tree.py config flag]
 
 Every config flag of bp_tree.py applies (they shape the net and the rules). Each pass over
 the training positions is an iteration of the run with its checkpoint; as in bp_tree.py,
@@ -32,13 +32,13 @@ def log(message: str) -> None:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--sgf", required=True, help="directory of .sgf files (searched recursively)")
-    parser.add_argument("--held_out", type=float, default=0.1,
+    parser.add_argument("--held-out", type=float, default=0.1,
                         help="share of the games held out for move-prediction accuracy (default 0.1)")
 
 
 def check(args, parser) -> None:
     if not 0 <= args.held_out < 1:
-        parser.error("--held_out must be in [0, 1)")
+        parser.error("--held-out must be in [0, 1)")
 
 
 def main(argv=None) -> int:

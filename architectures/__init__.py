@@ -13,7 +13,7 @@ have none.
 import importlib
 
 _HOMES = {"CompiledNet": "inference", "DeviceTensor": "inference", "mask_policy": "inference",
-          "net_device": "inference", "build_model": "resnet", "Trainer": "training"}
+          "net_device": "inference", "build_model": "resnet", "Trainer": "train_step"}
 
 __all__ = sorted(_HOMES)
 

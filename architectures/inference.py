@@ -206,7 +206,7 @@ class CompiledNet:
         search's compiled net computes only policy and value."""
         if not self.has_aux_heads:
             raise ValueError("this net has no ownership head (it was trained without "
-                             "--aux_heads true)")
+                             "--aux-heads true)")
         if on_accelerator(planes):
             planes = _to_host(planes)
         planes = np.ascontiguousarray(planes, dtype=np.float32)

@@ -39,7 +39,7 @@ def onnx_model(model, aux_heads: bool = False):
     if not is_built_by_build_model(model):
         raise ValueError("onnx_model needs a model from architectures.resnet.build_model")
     if aux_heads and not has_aux_heads(model):
-        raise ValueError("this net has no ownership head (it was trained without --aux_heads)")
+        raise ValueError("this net has no ownership head (it was trained without --aux-heads)")
     weights = keras_named_weights(model)
     n, _, channels = tuple(model.input_shape[1:])
     return onnx_graph(weights, n, channels, model.name, aux_heads)
@@ -54,7 +54,7 @@ def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, n
     from onnx import TensorProto, helper, numpy_helper
 
     if aux_heads and "ownership_conv.kernel" not in weights:
-        raise ValueError("this net has no ownership head (it was trained without --aux_heads)")
+        raise ValueError("this net has no ownership head (it was trained without --aux-heads)")
     n = board_size
     nodes, initializers = [], []
     counter = iter(range(1 << 30))

@@ -18,7 +18,6 @@ The last line is the `cpu` preset at batch 128 on the self-play back end
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -34,6 +33,7 @@ import tensorflow as tf  # noqa: E402
 from architectures import CompiledNet, build_model  # noqa: E402
 from architectures.inference import DEFAULT_BACKEND, onnxruntime_available  # noqa: E402
 from training.config import PRESETS  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 BATCHES = (16, 64, 128)
 
@@ -110,7 +110,7 @@ def positions_per_second(net, planes: np.ndarray, seconds: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=0.5, help="per timed repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--peak-size", type=int, default=4096, help="matmul side for the peak")

@@ -10,7 +10,6 @@ line ends in `backend=cuda`.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -22,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernels import GoBatch  # noqa: E402
 from kernels.go_batch import describe_backend  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 
 def stepped(board_size: int, batch: int, backend: str) -> float:
@@ -35,7 +35,7 @@ def stepped(board_size: int, batch: int, backend: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board-size", type=int, default=9)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=5)

@@ -17,7 +17,7 @@ compiled by OpenVINO) and `ov_bf16` where the CPU reports BF16. The CPU's instru
 that matter (AVX-512, VNNI, BF16) are printed first: they differ between machines.
 
     .venv/bin/python benchmarks/bench_quantized.py [--model models/9x9.npz] [--positions 3000]
-        [--match GAMES --match_simulations SIMS]
+        [--match GAMES --match-simulations SIMS]
 
 `--match` then plays the int8 net (ONNX Runtime) against the float32 one, each searching SIMS
 simulations a move, colours alternating over random two-move openings (games/matches.py), and
@@ -27,7 +27,6 @@ Last line: `quantized MODEL b128 fp32_per_s=X best=NAME per_s=Y speedup=Y/X top1
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -43,6 +42,7 @@ from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa:
                                        session_evaluator)
 from games.selfplay import SelfPlay  # noqa: E402
 from training.nets import read_named_weights  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 CLEAR_GAP = 0.1
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -132,13 +132,13 @@ def rate(net, planes, seconds: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models" / "9x9.npz"))
     parser.add_argument("--positions", type=int, default=3000)
     parser.add_argument("--calibration", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--match", type=int, default=0, help="games of int8 against float32")
-    parser.add_argument("--match_simulations", type=int, default=100)
+    parser.add_argument("--match-simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])
     args = parser.parse_args()

@@ -16,7 +16,6 @@ pinned to a core (benchmarks/contention.py); the last line then adds the contend
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -31,6 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from contention import BusyNeighbour, load_note, quiet_and_contended  # noqa: E402
 from kernels import GoBatch  # noqa: E402
 from reference_rules import ReferenceGo  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 
 def engine_moves_per_second(board_size: int, batch: int, seconds: float, backend: str) -> float:
@@ -77,7 +77,7 @@ def reference_moves_per_second(board_size: int, seconds: float, seed: int) -> fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])

@@ -23,7 +23,6 @@ The last line: `selfplay MODEL backend=B net=NET best_batch=K evals_per_s=X posi
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -38,6 +37,7 @@ import numpy as np  # noqa: E402
 
 from games.selfplay import SelfPlay  # noqa: E402
 from training.config import PRESETS  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 
 def raw_inference_rate(net, planes, seconds: float, synchronize=lambda: None) -> float:
@@ -141,7 +141,7 @@ def model_mode(args) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu", choices=sorted(PRESETS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--positions", type=int, default=1024, help="self-play positions per repeat")

@@ -21,7 +21,6 @@ then the quiet median and the last line adds ``contended_sims_per_s=<Y> contende
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -39,6 +38,7 @@ from contention import BusyNeighbour, quiet_and_contended  # noqa: E402
 from py_util import BatchedMCTS  # noqa: E402
 from reference_mcts import ReferenceMCTS  # noqa: E402
 from training.config import Config  # noqa: E402
+from training.options import OneLineParser  # noqa: E402
 
 # Raw batched inference of the cpu net at batch 128 (TensorFlow, measured when this was written).
 NET_POSITIONS_PER_S = 38_000
@@ -117,7 +117,7 @@ def percent(part: float, whole: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--board-size", type=int, default=9)
     parser.add_argument("--simulations", type=int, default=200)

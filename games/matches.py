@@ -66,6 +66,7 @@ from games.search import SearchingGames, pure_mcts
 from games.sgf_records import game_to_sgf, result_text
 from kernels import GoBatch, coords
 from training.config import Config
+from training.options import parse_player
 
 DEFAULT_PARALLEL = 32
 RANDOM_OPENINGS = 2        # random opening plies of every game by default (see above)
@@ -665,18 +666,17 @@ def make_player(config: Config, entry, name: str, parallel: int, simulations: in
     if isinstance(entry, NetEntry):
         config, entry = config.with_inputs_of(entry.config), entry.evaluator
     if isinstance(entry, str):
-        if entry == "random":
+        spec = parse_player(entry)
+        if spec.kind == "random":
             return RandomPlayer(name)
-        simulations_text = entry[len("mcts:"):]
-        if entry.startswith("mcts:") and simulations_text.isdigit() and int(simulations_text) > 0:
+        if spec.kind == "mcts":
             mcts_config, uniform = pure_mcts(config)
-            return NetPlayer(mcts_config, uniform, parallel, int(simulations_text), seed=seed,
+            return NetPlayer(mcts_config, uniform, parallel, int(spec.value), seed=seed,
                              opening_moves=opening_moves, name=name)
-        if entry.startswith("gnugo:") and entry[len("gnugo:"):].isdigit():
-            return GnuGoPlayer(config, int(entry[len("gnugo:"):]), parallel, seed=seed,
+        if spec.kind == "gnugo":
+            return GnuGoPlayer(config, int(spec.value), parallel, seed=seed,
                                path=gnugo_path, name=name, log=log)
-        raise ValueError(f"unknown player {entry!r}: expected random, gnugo:LEVEL, mcts:SIMS "
-                         f"(SIMS >= 1) or a net")
+        raise ValueError(f"{entry}: a net player is passed as its evaluator or a NetEntry")
     return NetPlayer(config, entry, parallel, simulations, seed=seed,
                      opening_moves=opening_moves, name=name)
 

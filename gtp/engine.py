@@ -3,7 +3,7 @@
 `GoEngine(config, evaluator, options).handlers()` gives the command table for
 `gtp.protocol.GtpServer`. One game is searched by a one-game `SearchingGames`; its GoBatch
 slot 0 holds the current position, rebuilt from the `GameRecord` by `Replayer` whenever it is
-not the position wanted (see gtp/game.py for the rules of that replay). Moves played the
+not the position wanted (see games/game_record.py for the rules of that replay). Moves played the
 ordinary way (the side to move, game not over) go through `SearchingGames.play`, so the
 search tree below the move is kept.
 
@@ -12,7 +12,7 @@ run's config has it), komi from `komi`. The board size is the net's: `boardsize`
 size answers `unacceptable size`.
 
 Decisions a GTP engine must make and this one's answers:
-- genmove for the side not to move: a pass of the other colour is inserted (gtp/game.py).
+- genmove for the side not to move: a pass of the other colour is inserted (games/game_record.py).
 - genmove right after the opponent passed, when the position as it stands wins for us by
   area (Tromp-Taylor) scoring and is settled (`position_settled`: every empty point touches
   one colour only, and with a net that has an ownership head the net gives every point that
@@ -39,15 +39,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from games import sgf_records
+from games import analysis, sgf_records
 from games.search import SearchingGames
 from games.territory import area_ownership
 from gtp.files import FileRefused, read_regular_file, write_regular_file
-from gtp.game import GameRecord, Move, Replayer, Setup
+from games.game_record import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
 from gtp.version import program_version
 from kernels import coords
-from py_util import NO_NODE
 from training.config import Config
 
 COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}
@@ -57,7 +56,6 @@ VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}", re.IGNORECASE)
 # refuses), and few enough that int() never meets Python's limit on digits.
 NATURAL = re.compile(r"[0-9]{1,18}")
 INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
-SEARCH_CHUNK = 8            # simulations between clock or input checks
 DEFAULT_ANALYSIS_INTERVAL = 100   # centiseconds, when lz-analyze is given none
 # The net's ownership (in [-1, 1], i.e. a 85% chance or more) every point needs for the engine
 # to pass back: on a finished 9x9 position the shipped net gives 0.8 to 1 (corners of small
@@ -74,15 +72,6 @@ class EngineOptions:
     name: str = "Batched Go Zero"
     version: str = field(default_factory=program_version)   # the program's, pyproject.toml's
     net: str = "a net"                   # which net plays (bgz-net): run, iteration, shape
-
-    def tree_simulations(self, board_size: int) -> int:
-        """Simulations one search tree holds, and the visits analysis grows a position to
-        (gtp/README.md): enough for long analysis on small boards while the tree and its
-        position slots stay under about 100 MB (nodes x actions is what costs memory: 85 MB
-        measured at 9,756 on 9x9)."""
-        if self.analysis_simulations is not None:
-            return max(self.simulations, self.analysis_simulations)
-        return max(self.simulations, min(10_000, 800_000 // (board_size * board_size + 1)))
 
 
 @dataclass
@@ -117,52 +106,6 @@ class _AnalyzeRequest:
     ownership: bool = False
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    """One move of an analysis line."""
-    action: int
-    visits: int
-    value: float          # the search's Q in [-1, 1] for the mover (the root's if unvisited)
-    winrate: float        # (1 + value) / 2
-    prior: float
-    lcb: float
-    order: int
-    pv: list
-
-
-class _AnalysisHeads:
-    """The net's ownership and score estimates during one kata-analyze, computed once per
-    position: the root's on the first report, each searched move's the first time it is
-    reported (its node's slot holds the position after it)."""
-
-    def __init__(self):
-        self._root = None
-        self._moves: dict[int, float] = {}
-
-    def root_ownership(self, engine: "GoEngine") -> np.ndarray:
-        return self._root_heads(engine)[0]
-
-    def move_score(self, engine: "GoEngine", action: int | None) -> float:
-        """The mover's expected lead after `action` (None: at the root), in points."""
-        if action is None:
-            return self._root_heads(engine)[1]
-        if action not in self._moves:
-            search = engine.driver.search
-            edges = search.node_edges(0, int(search.root_nodes[0]))
-            child = int(edges.children[np.flatnonzero(edges.actions == action)[0]])
-            if child == NO_NODE:
-                return self._root_heads(engine)[1]
-            _, score = engine.net_heads(engine.driver.node_slots(np.array([0]), np.array([child])))
-            self._moves[action] = -float(score[0])   # the child's score is the opponent's
-        return self._moves[action]
-
-    def _root_heads(self, engine: "GoEngine") -> tuple[np.ndarray, float]:
-        if self._root is None:
-            ownership, score = engine.net_heads(engine.replayer.slots)
-            self._root = (ownership[0], float(score[0]))
-        return self._root
-
-
 class GoEngine:
     def __init__(self, config: Config, evaluator, options: EngineOptions, log=None, seed: int = 0):
         self.config = config
@@ -171,9 +114,10 @@ class GoEngine:
         self.log = log or (lambda message: None)
         self.board_size = n = config.board_size
         self.pass_move = n * n
-        self.tree_simulations = options.tree_simulations(n)
+        self.tree_simulations = analysis.analysis_cap(n, options.simulations,
+                                                     options.analysis_simulations)
         # GTP games may be longer than self-play's max_moves; a game reaching this limit goes
-        # on as a new segment (gtp/game.py), so it only bounds the superko hash history.
+        # on as a new segment (games/game_record.py), so it only bounds the superko hash history.
         self.driver = SearchingGames(config.overridden(max_moves=4 * n * n), 1, evaluator,
                                      simulations=self.tree_simulations, seed=seed, num_threads=1)
         self.go = self.driver.go
@@ -391,7 +335,7 @@ class GoEngine:
         is asked for when it has the head."""
         ownership = None
         if self.has_ownership:
-            ownership = self.net_heads(self.replayer.slots)[0][0] * colour   # Black's view
+            ownership = analysis.net_heads(self.driver, self.replayer.slots)[0][0] * colour
         return position_settled(self.replayer.board(), ownership)
 
     def _search(self, colour: int, simulations: int):
@@ -405,7 +349,7 @@ class GoEngine:
         deadline = time.monotonic() + budget
         while True:
             done = int(self.driver.search.simulations[0])
-            target = min(simulations, done + SEARCH_CHUNK)
+            target = min(simulations, done + analysis.CHUNK)
             stats = self.driver.think(games, simulations=target)
             progress = int(self.driver.search.simulations[0]) > done
             if target >= simulations or not progress or time.monotonic() >= deadline:
@@ -568,7 +512,7 @@ class GoEngine:
 
     def cmd_lz_analyze(self, args):
         request = self._parse_analyze(args)
-        return self._analysis_stream(request, lambda: self.analysis_line(
+        return self._analysis_stream(request, lambda heads: self.analysis_line(
             request.min_moves, request.max_moves))
 
     def cmd_kata_analyze(self, args):
@@ -580,15 +524,14 @@ class GoEngine:
         request = self._parse_analyze(args, kata=True)
         if request.ownership and not self.has_ownership:
             raise GtpError("this net has no ownership head (it was trained without "
-                           "--aux_heads true)")
-        heads = _AnalysisHeads() if self.has_ownership else None
-        return self._analysis_stream(request, lambda: self.kata_analysis_line(
+                           "--aux-heads true)")
+        return self._analysis_stream(request, lambda heads: self.kata_analysis_line(
             request.min_moves, request.max_moves, request.ownership, heads))
 
     @property
     def has_ownership(self) -> bool:
         """Whether the evaluator is a net with ownership and score heads."""
-        return bool(getattr(self.evaluator, "has_aux_heads", False))
+        return analysis.has_heads(self.evaluator)
 
     def _parse_analyze(self, args, kata: bool = False) -> "_AnalyzeRequest":
         """[colour] [interval] [interval N] [minmoves N] [maxmoves N] (kata-analyze also
@@ -627,60 +570,20 @@ class GoEngine:
         is written only when the search grew since the last one, so once the cap is reached
         nothing more is sent (the lines would repeat) until the next command."""
         self.prepare(colour)
+        heads = analysis.Heads(self.driver) if self.has_ownership else None
         interval = interval_cs / 100
         next_report = time.monotonic() + interval
         reported = None           # root visits at the last line written
         while not interrupted():
-            if not self._grow_analysis():
+            if not analysis.grow(self.driver, np.ones(1, bool), self.tree_simulations):
                 time.sleep(0.01)   # the cap is reached (or the game is over): wait for input
             if interval > 0 and time.monotonic() >= next_report:
-                visits = self._root_visits()
-                line = report() if visits != reported else ""
+                visits = analysis.root_visits(self.driver)
+                line = report(heads) if visits != reported else ""
                 if line:
                     write(line)
                     reported = visits
                 next_report = time.monotonic() + interval
-
-    def _grow_analysis(self) -> bool:
-        """Search up to SEARCH_CHUNK more simulations without passing the analysis cap on the
-        root's visits (kept ones included); whether the search grew."""
-        visits = self._root_visits()
-        if visits >= self.tree_simulations:
-            return False
-        done = int(self.driver.search.simulations[0])
-        step = min(SEARCH_CHUNK, self.tree_simulations - visits)
-        self.driver.think(np.ones(1, bool), simulations=done + step)
-        return self._root_visits() > visits
-
-    def _root_visits(self) -> int:
-        return int(self.driver.search.root_statistics().visits[0].sum())
-
-    def candidates(self, min_moves: int = 0, max_moves: int | None = None) -> list["_Candidate"]:
-        """The searched root's moves to report, most visited first, then (up to `min_moves`)
-        unvisited legal moves by prior, at most `max_moves`. Win rates from the mover's view;
-        an unvisited move gets the root's. LCB is the win rate minus 1.96 standard errors of a
-        mean of N results in [0, 1] with variance w(1 - w) (the tree keeps no variance)."""
-        stats = self.driver.search.root_statistics()
-        visits, q = stats.visits[0], stats.q[0]
-        priors, legal = stats.priors[0], stats.legal[0]
-        visited = [int(a) for a in np.lexsort((-priors, -visits)) if visits[a] > 0]
-        if not visited:
-            return []
-        unvisited = [int(a) for a in np.argsort(-priors, kind="stable")
-                     if legal[a] and visits[a] == 0]
-        chosen = visited + unvisited[:max(0, min_moves - len(visited))]
-        if max_moves is not None:
-            chosen = chosen[:max_moves]
-        root_value = float(self.driver.root_values()[0])
-        found = []
-        for order, action in enumerate(chosen):
-            count = int(visits[action])
-            value = float(q[action]) if count else root_value
-            winrate = (1 + value) / 2
-            lcb = (winrate - 1.96 * math.sqrt(winrate * (1 - winrate) / count)) if count else 0.0
-            found.append(_Candidate(action, count, value, winrate, float(priors[action]), lcb,
-                                    order, self.principal_variation(action)))
-        return found
 
     def analysis_line(self, min_moves: int = 0, max_moves: int | None = None) -> str:
         """One Leela Zero `info` line for the searched root: a block per move, most visited
@@ -690,10 +593,10 @@ class GoEngine:
             f"info move {self._vertex(c.action)} visits {c.visits} "
             f"winrate {_permyriad(c.winrate)} prior {_permyriad(c.prior)} "
             f"lcb {_permyriad(c.lcb)} order {c.order} pv {self._pv(c)}"
-            for c in self.candidates(min_moves, max_moves))
+            for c in analysis.candidates(self.driver, 0, min_moves, max_moves))
 
     def kata_analysis_line(self, min_moves: int = 0, max_moves: int | None = None,
-                           ownership: bool = False, heads: "_AnalysisHeads | None" = None) -> str:
+                           ownership: bool = False, heads: analysis.Heads | None = None) -> str:
         """One KataGo `kata-analyze` line: per move `info move V visits N utility U winrate W
         [scoreMean S scoreLead S] prior P lcb L order K pv V V ...` (floats, the mover's
         view: utility is the search's Q in [-1, 1], win rate, prior and LCB in [0, 1]), then
@@ -703,14 +606,16 @@ class GoEngine:
         `heads` (a net with ownership and score heads) caches the net's estimates: a move's
         score is the net's score of the position after it (the tree averages no scores), an
         unvisited move's the root's, in points for the mover, komi included."""
-        found = self.candidates(min_moves, max_moves)
+        found = analysis.candidates(self.driver, 0, min_moves, max_moves)
         if not found:
             return ""
         blocks = []
+        if heads is not None:
+            heads.prefetch([c.action for c in found if c.visits])
         for c in found:
             score = ""
             if heads is not None:
-                lead = heads.move_score(self, c.action if c.visits else None)
+                lead = heads.move_score(c.action if c.visits else None)
                 score = f"scoreMean {lead:.6g} scoreLead {lead:.6g} "
             blocks.append(f"info move {self._vertex(c.action)} visits {c.visits} "
                           f"utility {c.value:.6g} winrate {c.winrate:.6g} {score}"
@@ -718,37 +623,12 @@ class GoEngine:
                           f"pv {self._pv(c)}")
         line = " ".join(blocks)
         if ownership:
-            values = heads.root_ownership(self).ravel()
+            values = heads.root_ownership().ravel()
             line += " ownership " + " ".join(f"{v:.6g}" for v in values)
         return line
 
-    def net_heads(self, slots) -> tuple[np.ndarray, np.ndarray]:
-        """The net's (ownership (k, N, N), score (k,) in points) of the positions in `slots`,
-        from the view of the side to move in each."""
-        return self.evaluator.ownership(self.go.features(self.config.history, slots))
-
-    def _pv(self, candidate: "_Candidate") -> str:
+    def _pv(self, candidate: analysis.Candidate) -> str:
         return " ".join(self._vertex(a) for a in candidate.pv)
-
-    def principal_variation(self, first: int | None = None) -> list[int]:
-        """Moves down the most visited edges from the root (starting with `first`)."""
-        search = self.driver.search
-        node = int(search.root_nodes[0])
-        moves = []
-        while node != NO_NODE:
-            edges = search.node_edges(0, node)
-            if first is not None and not moves:
-                where = np.flatnonzero(edges.actions == first)
-                if not len(where):
-                    return [first]
-                index = int(where[0])
-            else:
-                if not len(edges.actions) or edges.visits.max() == 0:
-                    break
-                index = int(np.lexsort((-edges.priors, -edges.visits))[0])
-            moves.append(int(edges.actions[index]))
-            node = int(edges.children[index])
-        return moves
 
     def cmd_gogui_analyze_commands(self, args):
         return "\n".join([
@@ -782,7 +662,7 @@ class GoEngine:
 
     def cmd_principal_variation(self, args):
         self._searched(args)
-        return " ".join(self._vertex(a) for a in self.principal_variation())
+        return " ".join(self._vertex(a) for a in analysis.principal_variation(self.driver))
 
     def cmd_value(self, args):
         colour, stats = self._searched(args)

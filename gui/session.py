@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from games import analysis as search_analysis
 from games.search import SearchingGames
 from games.sgf_records import game_to_sgf, result_text
 from games.territory import area_counts, area_ownership
@@ -35,6 +36,7 @@ BLACK, WHITE = 1, -1
 GAME = np.zeros(1, np.int64)      # the session's one game: slot 0 of the engine
 ALL_GAMES = np.ones(1, bool)
 MOVE, ANALYSE = "move", "analyse"
+TOP_MOVES = 3                     # the search's best moves the panel lists
 
 
 def colour_name(colour: int) -> str:
@@ -52,6 +54,7 @@ class Analysis:
     simulations: int              # search simulations run for this move so far (0: policy)
     target_simulations: int
     move: int | None = None       # the chosen move, once the thinking is finished
+    candidates: tuple = ()        # games.analysis.Candidate: the search's best moves, best first
 
     @property
     def finished(self) -> bool:
@@ -144,7 +147,9 @@ class _Thinker(threading.Thread):
             stats = driver.think(ALL_GAMES, noise=False, simulations=target)
             self.analysis = Analysis(self.move_number, to_play, stats.priors[0].copy(),
                                      stats.visits[0].copy(), float(driver.root_values()[0]),
-                                     int(driver.search.simulations[0]), self.simulations)
+                                     int(driver.search.simulations[0]), self.simulations,
+                                     candidates=tuple(search_analysis.candidates(
+                                         driver, 0, max_moves=TOP_MOVES)))
         move = int(driver.search.choose_actions(0.0)[0])
         self.analysis = dataclasses.replace(self.analysis, move=move)
 
@@ -371,7 +376,7 @@ class GameSession:
     def toggle_territory(self) -> bool:
         if self._ownership is None:
             self.message = ("This net has no ownership head (it was trained without "
-                            "--aux_heads true): no territory estimate.")
+                            "--aux-heads true): no territory estimate.")
             return False
         self.show_territory = not self.show_territory
         self.message = f"The net's territory estimate: {'on' if self.show_territory else 'off'}."

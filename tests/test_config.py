@@ -109,9 +109,9 @@ def test_run_flag_is_returned_with_the_config():
 @pytest.mark.parametrize("argv, mentions", [
     (["--simulations", "abc"], "--simulations"),
     (["--simulations", "2.5"], "--simulations"),
-    (["--sensible_moves_only", "maybe"], "--sensible_moves_only"),
-    (["--learning_rates", "0-0.1"], "--learning_rates"),
-    (["--learning_rates", "0:0.1,10"], "--learning_rates"),
+    (["--sensible_moves_only", "maybe"], "--sensible-moves-only"),
+    (["--learning_rates", "0-0.1"], "--learning-rates"),
+    (["--learning_rates", "0:0.1,10"], "--learning-rates"),
     (["--learning_rates", "5:0.1"], "step 0"),
     (["--learning_rates", "0:0.1,0:0.01"], "learning_rates"),
     (["--learning_rates", "0:-0.1"], "learning_rates"),
@@ -142,7 +142,7 @@ def test_help_lists_every_field(capsys):
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
     for field in dataclasses.fields(Config):
-        assert f"--{field.name}" in text
+        assert f"--{field.name.replace('_', '-')}" in text
 
 
 # config.json.

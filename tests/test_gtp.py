@@ -682,7 +682,7 @@ def test_printsgf_writes_regular_files_atomically_and_nothing_else(loaded, tmp_p
 def random_long_game(moves: int, seed: int = 0) -> list[int]:
     """`moves` legal moves on the 5x5 board, alternating from black: random legal moves,
     the game going on as a new segment on the same stones whenever the rules end it (as the
-    GTP engine continues a game, gtp/game.py)."""
+    GTP engine continues a game, games/game_record.py)."""
     go = GoBatch(1, N, max_moves=4 * N * N, seed=seed)
     played = []
     while len(played) < moves:
@@ -927,7 +927,7 @@ def test_kata_analyze_of_a_net_without_aux_heads(loaded):
         blocks, ownership = kata_line(line, N)
         assert ownership is None and all(b["lead"] is None for b in blocks)
     assert gtp.error("kata-analyze 1 ownership true") == \
-        "this net has no ownership head (it was trained without --aux_heads true)"
+        "this net has no ownership head (it was trained without --aux-heads true)"
     assert gtp.error("kata-analyze 1 ownership yes") == "cannot parse analyze tags"
     assert gtp.error("lz-analyze 1 ownership true") == "cannot parse analyze tags"
     assert "kata-analyze" in gtp.ok("list_commands").split("\n")

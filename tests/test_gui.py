@@ -453,9 +453,9 @@ def test_a_run_without_a_checkpoint_gets_a_message_not_a_traceback(tmp_path, cap
 
 def test_a_board_size_other_than_the_runs_is_refused(capsys):
     import play_network_gui
-    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--size", "9"]) == 2
+    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--board-size", "9"]) == 2
     err = capsys.readouterr().err
-    assert "--size 9 does not match" in err and "5x5" in err
+    assert "--board-size 9: this net was trained on 5x5" in err
 
 
 def test_a_missing_checkpoint_iteration_is_refused(capsys):
@@ -632,12 +632,13 @@ def test_a_model_file_plays_and_its_games_are_saved_under_runs_not_beside_it(tmp
 def test_without_run_or_model_the_shipped_model_is_played_or_its_absence_named(
         monkeypatch, tmp_path, capsys):
     import play_network_gui
+    from games import players
     from training.nets import SHIPPED_MODEL, read_config
     if SHIPPED_MODEL.is_file():
         config, _ = read_config(SHIPPED_MODEL)
         assert config.board_size == 9   # models/README.md: the shipped net is the 9x9 one
     missing = tmp_path / "models" / "9x9.npz"
-    monkeypatch.setattr(play_network_gui, "SHIPPED_MODEL", missing)
+    monkeypatch.setattr(players, "SHIPPED_MODEL", missing)
     assert play_network_gui.main([]) == 2
     err = capsys.readouterr().err
     assert f"the shipped model {missing} is missing" in err and "Traceback" not in err

@@ -87,8 +87,8 @@ def test_pure_mcts_beats_random_through_evaluate(capsys):
 def test_a_bad_mcts_spec_is_refused():
     with pytest.raises(ValueError, match="mcts:SIMS"):
         make_player(Config(), "mcts:0", "x", 2, 8)
-    with pytest.raises(SystemExit, match="mcts:SIMULATIONS"):
-        evaluate.entry_for("mcts:lots", Config(), None, 1)
+    with pytest.raises(SystemExit):
+        evaluate.parse_args(["--black", "mcts:lots", "--white", "random"])
 
 
 def test_gtp_engine_plays_pure_mcts_without_a_run():

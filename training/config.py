@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, fields
 
 from kernels.go_batch import BACKENDS, feature_planes
+from training.options import OneLineParser, add_run, option_name
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Config:
 
     # The search (py_util/).
     simulations: int = 48
-    # The GTP engine's and the GUI's search per move (export_model.py --play_simulations sets
+    # The GTP engine's and the GUI's search per move (export_model.py --play-simulations sets
     # it in a model file); 0 means `simulations`, the self-play budget.
     play_simulations: int = 0
     c_puct: float = 1.5
@@ -260,19 +261,20 @@ class Config:
         parser = OneLineParser(description=description)
         if add_arguments is not None:
             add_arguments(parser)
-        parser.add_argument("--run", default="default",
-                            help="run directory: a bare name means runs/NAME, a path is used as given")
+        add_run(parser, default="default")
         parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
                             help="a new run's base settings (default cpu); a resumed run's base "
                                  "is its config.json")
-        parser.add_argument("--init_from", default=None, metavar="PATH",
+        parser.add_argument("--init-from", default=None, metavar="PATH",
                             help="a new run starts from these weights (a model file .npz, a run "
-                                 "directory or one of its checkpoints); fresh optimizer and replay; "
-                                 "--aux_heads true may add fresh ownership and score heads, a larger "
-                                 "--blocks residual blocks that start as identities, "
-                                 "--extra_features true input planes with zero weights")
+                                 "directory or one of its checkpoints) and takes their board and "
+                                 "net shape; fresh optimizer and replay; --aux-heads true may add "
+                                 "fresh ownership and score heads, a larger --blocks residual "
+                                 "blocks that start as identities, --extra-features true input "
+                                 "planes with zero weights")
         for f in fields(cls):
-            parser.add_argument(f"--{f.name}", dest=f.name, default=None, type=_parser_for(f),
+            parser.add_argument(option_name(f.name), dest=f.name, default=None,
+                                type=_parser_for(f),
                                 choices=BACKENDS if f.name == "backend" else None,
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
@@ -286,14 +288,6 @@ class Config:
 
     def overridden(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes).validate()
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose refusals are one line naming the flag and what was wrong:
-    the usage text of some eighty flags in front of it hid the reason."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (--help lists every flag)\n")
 
 
 def _parse_bool(text: str) -> bool:
@@ -330,7 +324,7 @@ PRESETS = {
                    replay_window=1024, min_replay=32, eval_games_random=8, eval_simulations=2,
                    sgf_samples=1, temperature_moves=2, gnugo_every=0, gnugo_level=0,
                    gnugo_games=4, previous_games=4),
-    # 9x9, the smallest board people play, and ./run.sh's default (models/README.md). The
+    # 9x9, the smallest board people play, and ./run.sh's default (docs/LINEAGE.md). The
     # cpu preset's 3x32 net: at 48 simulations it went from 0% to 20-30% against GNU Go level
     # 0 (20 games at 48 simulations) in its first 0.5-0.8 CPU-hours, while a 4x48 net at 64
     # simulations played 2.5x fewer positions per CPU-hour and won no game against level 0 in

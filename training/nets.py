@@ -282,15 +282,15 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
         if adds_heads or new_blocks or adds_features:
             _copy_shared_layers(found.trainer.model, trainer.model, new_blocks)
             if adds_heads:
-                log(f"--init_from {found.label}: it has no ownership and score heads; they "
+                log(f"--init-from {found.label}: it has no ownership and score heads; they "
                     "start fresh, every other layer from its weights")
             if new_blocks:
-                log(f"--init_from {found.label}: it has {found.config.blocks} residual blocks; "
+                log(f"--init-from {found.label}: it has {found.config.blocks} residual blocks; "
                     f"blocks {new_blocks.start}-{new_blocks.stop - 1} are added after them as "
                     "identities (their last batch norm zeroed), every other layer from its "
                     "weights")
             if adds_features:
-                log(f"--init_from {found.label}: it has no extra input planes; the stem's "
+                log(f"--init-from {found.label}: it has no extra input planes; the stem's "
                     f"weights on the {EXTRA_PLANES} added planes start at zero, every other "
                     "weight from it")
         else:

@@ -1,0 +1,341 @@
+"""The JSON analysis engine: queries in (analysis_engine/queries.py), answers out, every
+position being analysed searched in one batch.
+
+Threads: `submit` runs on the input reader's thread. It parses a line, answers at once what
+needs no search (errors, warnings, query_version, clear_cache, the acknowledgement of a
+terminate and the `noResults` answers of positions not yet started) and queues the query's
+positions. `run` (the main thread) owns the net and the search: `SearchingGames` with
+`batch_size` games, one per position being analysed. Each round it fills free games with the
+waiting positions of highest priority (ties in arrival order), grows every active search by
+up to CHUNK simulations in one batched search, and answers the positions that are done: at
+their visits (maxVisits, capped at the tree's size), at their `maxTime`, when terminated, or
+with a partial answer (`isDuringSearch`) every `reportDuringSearchEvery` seconds. So a
+review that sends a game's 60 positions at once, in one query or in 60, searches them
+together and the net sees batches of up to `batch_size` leaves.
+
+The rules' komi is one number for the whole batch (GoBatch), so the active positions share
+one komi; a position with another waits until the batch has emptied.
+
+Answers follow KataGo's analysis engine (field by field in `answer`): values from the
+perspective the query asks for (`reportAnalysisWinratesAs`: BLACK, WHITE or SIDETOMOVE),
+win rates in [0, 1], score leads in points, `utility` the search's Q in [-1, 1], ownership
+row by row from the top left, policy with -1 on illegal points and pass last.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analysis_engine.queries import Action, Query, QueryError, parse_line
+from games import analysis
+from games.game_record import Move, Replayer, Setup
+from games.search import SearchingGames
+from kernels import GoBatch, coords
+from training.config import Config
+
+CHUNK = 16            # simulations per round between checks of time, terminations and input
+COLOUR_LETTERS = {1: "B", -1: "W"}
+
+
+@dataclass
+class Position:
+    """One turn of one query, waiting or being analysed in game `game` of the search."""
+    query: Query
+    turn: int
+    priority: int
+    order: int                     # arrival order, the tie-break
+    game: int | None = None
+    started: float = 0.0
+    last_report: float = 0.0
+    to_play: int = 1
+    terminated: bool = False
+    heads: object = field(default=None, repr=False)
+
+    @property
+    def key(self) -> tuple:
+        return (-self.priority, self.order)
+
+    def __lt__(self, other: "Position") -> bool:
+        return self.key < other.key
+
+
+class AnalysisEngine:
+    """`write(dict)` sends one answer line; `log(str)` goes to stderr."""
+
+    def __init__(self, config: Config, net, *, batch_size: int, tree_visits: int,
+                 default_visits: int, perspective: str = "SIDETOMOVE", write, log=print,
+                 seed: int = 0, version: str = ""):
+        n = config.board_size
+        self.config = config
+        self.board_size = n
+        self.tree_visits = tree_visits
+        self.default_visits = default_visits
+        self.perspective = perspective
+        self.version = version
+        self.log = log
+        self._write = write
+        self._write_lock = threading.Lock()
+        # Long reviewed games: a game reaching max_moves goes on as a new segment
+        # (games/game_record.py), so this only bounds the superko hash history.
+        rules = config.overridden(max_moves=4 * n * n, backend="cpu")
+        self.driver = SearchingGames(rules, batch_size, net, simulations=tree_visits, seed=seed)
+        self.has_heads = analysis.has_heads(net)
+        self._checker = GoBatch(1, n, komi=config.komi, superko=config.superko,
+                                max_moves=4 * n * n, history_length=1)
+        self._condition = threading.Condition()
+        self._waiting: list[Position] = []     # a heap
+        self._active: dict[int, Position] = {}
+        self._counter = itertools.count()
+        self._closed = False
+        self._quit_now = False
+
+    # ------------------------------------------------------------ input (reader thread)
+
+    def submit(self, line: str) -> None:
+        """Take one input line: answer what needs no search, queue the rest."""
+        if not line.strip():
+            return
+        try:
+            request = parse_line(line, board_size=self.board_size, default_komi=self.config.komi,
+                                 default_visits=self.default_visits, perspective=self.perspective)
+            if isinstance(request, Action):
+                self._act(request)
+            else:
+                self._check_moves(request)
+                self._queue(request)
+        except QueryError as error:
+            self.write(error.answer())
+
+    def close(self, quit_now: bool = False) -> None:
+        """The input has ended: finish what is queued (or, with `quit_now`, nothing more)."""
+        with self._condition:
+            self._closed = True
+            self._quit_now = quit_now
+            self._condition.notify_all()
+
+    def _act(self, action: Action) -> None:
+        if action.action == "query_version":
+            self.write({**action.echo, "version": self.version, "git_hash": "<omitted>"})
+        elif action.action == "clear_cache":
+            self.write(action.echo)         # there is no cache between positions to clear
+        else:
+            self.write(action.echo)         # the acknowledgement comes first, as KataGo's
+            self._terminate(action.terminate_id, action.turn_numbers)
+
+    def _terminate(self, query_id: str | None, turns) -> None:
+        """Stop positions of `query_id` (None: every query), only `turns` if given: waiting
+        ones are answered `noResults` at once, active ones at the end of the round."""
+        def chosen(position):
+            return ((query_id is None or position.query.query_id == query_id)
+                    and (turns is None or position.turn in turns))
+        with self._condition:
+            dropped = [p for p in self._waiting if chosen(p)]
+            self._waiting = [p for p in self._waiting if not chosen(p)]
+            heapq.heapify(self._waiting)
+            for position in self._active.values():
+                if chosen(position):
+                    position.terminated = True
+        for position in sorted(dropped):
+            self.write({"id": position.query.query_id, "isDuringSearch": False,
+                        "noResults": True, "turnNumber": position.turn})
+
+    def _check_moves(self, query: Query) -> None:
+        """Refuse a query whose moves cannot be played from its initial stones."""
+        replayer = Replayer(self._checker)
+        replayer.reset()
+        events = self._events(query, len(query.moves))
+        offset = len(events) - len(query.moves)
+        for index, event in enumerate(events):
+            try:
+                replayer.apply(event)
+            except ValueError as error:
+                if index < offset:
+                    raise QueryError(f"initialStones: {error}", "initialStones",
+                                     query.query_id) from None
+                colour, move = query.moves[index - offset]
+                raise QueryError(f"Illegal move {index - offset}: {COLOUR_LETTERS[colour]} "
+                                 f"{coords.to_gtp(move, self.board_size)}", "moves",
+                                 query.query_id) from None
+
+    def _queue(self, query: Query) -> None:
+        for name, message in query.warnings:
+            self.write({"id": query.query_id, "warning": message, "field": name})
+        with self._condition:
+            for turn, priority in zip(query.turns, query.priorities):
+                heapq.heappush(self._waiting,
+                               Position(query, turn, priority, next(self._counter)))
+            self._condition.notify_all()
+
+    @staticmethod
+    def _events(query: Query, turn: int) -> list:
+        events = []
+        if query.initial_stones.any():
+            events.append(Setup(query.initial_stones.copy(),
+                                np.zeros_like(query.initial_stones), query.initial_player))
+        return events + [Move(colour, move) for colour, move in query.moves[:turn]]
+
+    # ------------------------------------------------------------ the search (main thread)
+
+    def run(self) -> None:
+        """Analyse until the input has ended and every queued position is answered."""
+        while True:
+            if not self._fill():
+                return
+            self._search_round()
+            now = time.monotonic()
+            for game, position in list(self._active.items()):
+                if self._done(position, now):
+                    self.write(self.answer(position, during_search=False))
+                    del self._active[game]
+                elif (position.query.report_every > 0
+                      and now - position.last_report >= position.query.report_every):
+                    self.write(self.answer(position, during_search=True))
+                    position.last_report = now
+
+    def _fill(self) -> bool:
+        """Move waiting positions into free games; False when there is nothing left to do."""
+        with self._condition:
+            while not self._active and not self._waiting:
+                if self._closed:
+                    return False
+                self._condition.wait(0.5)
+            if self._quit_now:
+                return False
+            free = [g for g in range(self.driver.num_games) if g not in self._active]
+            komi = (next(iter(self._active.values())).query.komi if self._active
+                    else self._waiting[0].query.komi)
+            taken, kept = [], []
+            while self._waiting and len(taken) < len(free):
+                position = heapq.heappop(self._waiting)
+                (taken if position.query.komi == komi else kept).append(position)
+            for position in kept:
+                heapq.heappush(self._waiting, position)
+        if taken:
+            self.driver.go.komi = komi
+            now = time.monotonic()
+            for game, position in zip(free, taken):
+                self._start(game, position, now)
+        return True
+
+    def _start(self, game: int, position: Position, now: float) -> None:
+        query = position.query
+        replayer = Replayer(self.driver.go, slot=game)
+        position.to_play = query.to_play(position.turn)
+        replayer.replay(self._events(query, position.turn), position.to_play)
+        mask = np.zeros(self.driver.num_games, bool)
+        mask[game] = True
+        self.driver.search.reset(mask)
+        position.game, position.started, position.last_report = game, now, now
+        position.heads = analysis.Heads(self.driver, game) if self.has_heads else None
+        self._active[game] = position
+
+    def _target(self, position: Position) -> int:
+        return min(position.query.max_visits, self.tree_visits)
+
+    def _search_round(self) -> None:
+        """Every active search up to CHUNK simulations further, one batched search per target
+        (usually one: a review asks the same visits of every turn)."""
+        over = self.driver.go.to_numpy(self.driver.go.is_over())
+        simulations = self.driver.search.simulations
+        targets: dict[int, list[int]] = {}
+        for game, position in self._active.items():
+            if position.terminated or over[game]:
+                continue
+            done = int(simulations[game])
+            target = min(self._target(position), done + CHUNK)
+            if target > done:
+                targets.setdefault(target, []).append(game)
+        for target, games in sorted(targets.items()):
+            mask = np.zeros(self.driver.num_games, bool)
+            mask[games] = True
+            self.driver.think(mask, simulations=target)
+
+    def _done(self, position: Position, now: float) -> bool:
+        game = position.game
+        query = position.query
+        return (position.terminated
+                or bool(self.driver.go.to_numpy(self.driver.go.is_over(np.array([game])))[0])
+                or int(self.driver.search.simulations[game]) >= self._target(position)
+                or (query.max_time > 0 and now - position.started >= query.max_time))
+
+    # ------------------------------------------------------------ answers
+
+    def write(self, answer: dict) -> None:
+        line = json.dumps(answer, separators=(",", ":"))
+        with self._write_lock:
+            self._write(line)
+
+    def answer(self, position: Position, during_search: bool) -> dict:
+        """KataGo's answer for the position in its game, as the search stands."""
+        query, game, driver = position.query, position.game, self.driver
+        mover = position.to_play
+        flip = {"BLACK": mover, "WHITE": -mover, "SIDETOMOVE": 1}[query.perspective]
+        n = self.board_size
+        heads = position.heads
+        found = analysis.candidates(driver, game)
+        if heads is not None:
+            heads.prefetch([c.action for c in found])
+        infos = []
+        for c in found:
+            lead = heads.move_score(c.action) if heads is not None else 0.0
+            lcb = max(0.0, c.lcb)
+            info = {"move": coords.to_gtp(c.action, n), "visits": c.visits,
+                    "winrate": _view(c.winrate, flip), "scoreLead": flip * lead,
+                    "scoreMean": flip * lead, "scoreSelfplay": flip * lead,
+                    "prior": c.prior, "utility": flip * c.value, "lcb": _view(lcb, flip),
+                    "utilityLcb": flip * (2 * lcb - 1), "order": c.order}
+            edges = analysis.principal_edges(driver, game, c.action)[:query.pv_length]
+            info["pv"] = [coords.to_gtp(a, n) for a, _ in edges]
+            if query.include_pv_visits:
+                info["pvVisits"] = [v for _, v in edges]
+            if query.include_moves_ownership and heads is not None:
+                info["ownership"] = _floats(heads.move_ownership(c.action) * flip)
+            infos.append(info)
+        visits = analysis.root_visits(driver, game)
+        over = bool(driver.go.to_numpy(driver.go.is_over(np.array([game])))[0])
+        if over:    # two passes ended the game: its value is its result
+            value = float(driver.go.to_numpy(driver.go.finished_values(np.array([game])))[0])
+        else:
+            value = float(driver.root_values()[game]) if visits else self._net_value(game)
+        root_lead = heads.root_score() if heads is not None else 0.0
+        answer = {"id": query.query_id, "isDuringSearch": during_search,
+                  "turnNumber": position.turn, "moveInfos": infos,
+                  "rootInfo": {"winrate": _view((1 + value) / 2, flip),
+                               "scoreLead": flip * root_lead, "scoreSelfplay": flip * root_lead,
+                               "utility": flip * value, "visits": visits,
+                               "currentPlayer": COLOUR_LETTERS[mover]}}
+        if query.include_ownership and heads is not None:
+            answer["ownership"] = _floats(heads.root_ownership() * flip)
+        if query.include_policy:
+            answer["policy"] = self._policy(game)
+        return answer
+
+    def _net_value(self, game: int) -> float:
+        _, _, values, _ = self.driver.evaluate_slots(np.array([game], np.int64))
+        return float(values[0])
+
+    def _policy(self, game: int) -> list:
+        """The net's policy over the legal moves (-1 elsewhere), pass last."""
+        slots = np.array([game], np.int64)
+        go = self.driver.go
+        policy, _ = self.driver.evaluator(go.features(self.driver.history, slots))
+        policy = np.asarray(policy, np.float64)[0]
+        legal = go.to_numpy(go.legal_moves(slots))[0]
+        total = policy[legal].sum()
+        return [float(p / total) if ok and total > 0 else -1.0
+                for p, ok in zip(policy, legal)]
+
+
+def _view(fraction: float, flip: int) -> float:
+    """A win rate (or its LCB) of the mover as the perspective `flip` reports it."""
+    return float(fraction if flip > 0 else 1 - fraction)
+
+
+def _floats(values: np.ndarray) -> list:
+    return [float(v) for v in np.asarray(values, np.float64).ravel()]
