@@ -189,14 +189,16 @@ class AnalysisEngine:
                 return
             self._search_round()
             now = time.monotonic()
-            for game, position in list(self._active.items()):
-                if self._done(position, now):
-                    self.write(self.answer(position, during_search=False))
-                    del self._active[game]
-                elif (position.query.report_every > 0
-                      and now - position.last_report >= position.query.report_every):
-                    self.write(self.answer(position, during_search=True))
-                    position.last_report = now
+            done = [p for p in self._active.values() if self._done(p, now)]
+            reporting = [p for p in self._active.values() if p not in done
+                         and p.query.report_every > 0
+                         and now - p.last_report >= p.query.report_every]
+            for position, answer in zip(done + reporting, self.answers(done + reporting, now)):
+                self.write(answer)
+            for position in done:
+                del self._active[position.game]
+            for position in reporting:
+                position.last_report = now
 
     def _fill(self) -> bool:
         """Move waiting positions into free games; False when there is nothing left to do."""
@@ -271,16 +273,26 @@ class AnalysisEngine:
         with self._write_lock:
             self._write(line)
 
-    def answer(self, position: Position, during_search: bool) -> dict:
-        """KataGo's answer for the position in its game, as the search stands."""
+    def answers(self, positions: list[Position], now: float) -> list[dict]:
+        """The answers of `positions` as their searches stand (final for the finished ones),
+        the net asked once for all their heads and once for all their policies."""
+        found = [analysis.candidates(self.driver, p.game) for p in positions]
+        if self.has_heads:
+            analysis.prefetch_heads([(p.heads, [c.action for c in candidates])
+                                     for p, candidates in zip(positions, found)])
+        policies = self._policies([p.game for p in positions if p.query.include_policy])
+        return [self.answer(p, candidates, policies.get(p.game),
+                            during_search=not self._done(p, now))
+                for p, candidates in zip(positions, found)]
+
+    def answer(self, position: Position, found: list, policy: list | None,
+               during_search: bool) -> dict:
+        """KataGo's answer for the position in its game, from its candidates."""
         query, game, driver = position.query, position.game, self.driver
         mover = position.to_play
         flip = {"BLACK": mover, "WHITE": -mover, "SIDETOMOVE": 1}[query.perspective]
         n = self.board_size
         heads = position.heads
-        found = analysis.candidates(driver, game)
-        if heads is not None:
-            heads.prefetch([c.action for c in found])
         infos = []
         for c in found:
             lead = heads.move_score(c.action) if heads is not None else 0.0
@@ -303,7 +315,14 @@ class AnalysisEngine:
             value = float(driver.go.to_numpy(driver.go.finished_values(np.array([game])))[0])
         else:
             value = float(driver.root_values()[game]) if visits else self._net_value(game)
-        root_lead = heads.root_score() if heads is not None else 0.0
+        root_lead = 0.0
+        if heads is not None:
+            # Like the win rate, the root's lead is the search's: the net's lead of the root
+            # and of each searched move, weighted by visits (the root's own evaluation once).
+            weights = [1] + [c.visits for c in found if c.visits]
+            leads = [heads.root_score()] + [heads.move_score(c.action) for c in found
+                                            if c.visits]
+            root_lead = float(np.average(leads, weights=weights))
         answer = {"id": query.query_id, "isDuringSearch": during_search,
                   "turnNumber": position.turn, "moveInfos": infos,
                   "rootInfo": {"winrate": _view((1 + value) / 2, flip),
@@ -312,24 +331,28 @@ class AnalysisEngine:
                                "currentPlayer": COLOUR_LETTERS[mover]}}
         if query.include_ownership and heads is not None:
             answer["ownership"] = _floats(heads.root_ownership() * flip)
-        if query.include_policy:
-            answer["policy"] = self._policy(game)
+        if policy is not None:
+            answer["policy"] = policy
         return answer
 
     def _net_value(self, game: int) -> float:
         _, _, values, _ = self.driver.evaluate_slots(np.array([game], np.int64))
         return float(values[0])
 
-    def _policy(self, game: int) -> list:
-        """The net's policy over the legal moves (-1 elsewhere), pass last."""
-        slots = np.array([game], np.int64)
+    def _policies(self, games: list[int]) -> dict[int, list]:
+        """{game: the net's policy over the legal moves (-1 elsewhere), pass last}."""
+        if not games:
+            return {}
+        slots = np.array(games, np.int64)
         go = self.driver.go
         policy, _ = self.driver.evaluator(go.features(self.driver.history, slots))
-        policy = np.asarray(policy, np.float64)[0]
-        legal = go.to_numpy(go.legal_moves(slots))[0]
-        total = policy[legal].sum()
-        return [float(p / total) if ok and total > 0 else -1.0
-                for p, ok in zip(policy, legal)]
+        legal = go.to_numpy(go.legal_moves(slots))
+        found = {}
+        for game, row, ok in zip(games, np.asarray(policy, np.float64), legal):
+            total = row[ok].sum()
+            found[game] = [float(p / total) if allowed and total > 0 else -1.0
+                           for p, allowed in zip(row, ok)]
+        return found
 
 
 def _view(fraction: float, flip: int) -> float:

@@ -142,7 +142,7 @@ class Heads:
         self.driver = driver
         self.game = game
         self._root = None
-        self._moves: dict[int, float] = {}
+        self._moves: dict[int, tuple] = {}    # action -> (ownership, score), mover's view
 
     def root_ownership(self) -> np.ndarray:
         """float (N, N) in [-1, 1], +1: the side to move will own the point."""
@@ -163,26 +163,48 @@ class Heads:
         return self._moves[action][0] if action in self._moves else self.root_ownership()
 
     def prefetch(self, actions) -> None:
-        """Ask the net once for every searched move of `actions` not yet known."""
+        """Ask the net once for the root and every searched move of `actions` not yet known."""
+        prefetch_heads([(self, actions)])
+
+    def _wanted(self, actions) -> tuple[list, np.ndarray]:
+        """(keys not yet known: "root" or an action, their slots)."""
+        wanted, slots = [], []
+        if self._root is None:
+            wanted.append("root")
+            slots.append(self.game)
         search = self.driver.search
         edges = search.node_edges(self.game, int(search.root_nodes[self.game]))
-        wanted, children = [], []
-        for action in actions:
+        for action in set(actions) - set(self._moves):
             where = np.flatnonzero(edges.actions == action)
             child = int(edges.children[where[0]]) if len(where) else NO_NODE
-            if action not in self._moves and child != NO_NODE:
+            if child != NO_NODE:
                 wanted.append(action)
-                children.append(child)
-        if not wanted:
-            return
-        ownership, score = net_heads(self.driver, self.driver.node_slots(
-            np.full(len(children), self.game), np.array(children)))
-        for action, owned, lead in zip(wanted, ownership, score):
-            # The child's heads speak for the opponent, who moves there.
-            self._moves[action] = (-owned, -float(lead))
+                slots.append(int(self.driver.node_slots(self.game, child)))
+        return wanted, np.array(slots, np.int64)
+
+    def _store(self, wanted: list, ownership: np.ndarray, score: np.ndarray) -> None:
+        for key, owned, lead in zip(wanted, ownership, score):
+            if key == "root":
+                self._root = (owned, float(lead))
+            else:   # the child's heads speak for the opponent, who moves there
+                self._moves[key] = (-owned, -float(lead))
 
     def _root_heads(self) -> tuple[np.ndarray, float]:
         if self._root is None:
-            ownership, score = net_heads(self.driver, np.array([self.game], np.int64))
-            self._root = (ownership[0], float(score[0]))
+            self.prefetch([])
         return self._root
+
+
+def prefetch_heads(requests) -> None:
+    """For [(Heads, actions)] of analyses of one driver: the roots and searched moves not yet
+    known, all in one net call (a review answers many positions at once)."""
+    wanted = [(heads, *heads._wanted(actions)) for heads, actions in requests]
+    wanted = [item for item in wanted if item[1]]
+    if not wanted:
+        return
+    driver = wanted[0][0].driver
+    ownership, score = net_heads(driver, np.concatenate([slots for _, _, slots in wanted]))
+    start = 0
+    for heads, keys, slots in wanted:
+        heads._store(keys, ownership[start:start + len(slots)], score[start:start + len(slots)])
+        start += len(slots)
