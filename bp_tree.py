@@ -29,6 +29,13 @@ every other layer comes from the source (training/nets.py init_weights). Train s
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
 --learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
 
+The schedule (Config.schedule, the `9x9` preset's is the shipped net's lineage) is followed at
+the end of each iteration: events whose self-play position the run has reached change the
+rate, the simulations or the net's shape (grown as a warm start grows it), before that
+iteration's checkpoint, which is saved grown; a resume reads the shape off the checkpoint
+and the position off its counters (`schedule_start`, a warm start's source's position, plus
+`positions`).
+
 Bookkeeping kept in the checkpoint's counters and written to metrics.jsonl each iteration:
 `cpu_seconds`, the process's CPU time (time.process_time, all threads: self-play, training,
 evaluation, and the start-up from TensorFlow's import on) summed over the processes that ran
@@ -61,8 +68,10 @@ from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
 from kernels.go_batch import resolve_backend
 from training.config import Config
-from training.nets import (NetOpenError, build_trainer, describe_devices, init_weights, model_info,
-                           open_net, run_model_info, save_model_file, with_source_shape)
+from training.nets import (NetOpenError, build_trainer, describe_devices, grow_trainer,
+                           grown_as, init_weights, model_info, open_net, run_model_info,
+                           save_model_file, schedule_position, warm_start_position,
+                           with_source_shape)
 from training.replay_buffer import ReplayBuffer, chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
@@ -116,25 +125,29 @@ def _checkout_relative(path: Path) -> str:
 
 class TrainingLoop:
     def __init__(self, config: Config, run: RunDirectory, init_from: str | None = None,
-                 command: str = ""):
+                 command: str = "", schedule_start: int = 0):
         # CPU time counts from here: TensorFlow's import and the resume included.
         self._cpu_mark, self._child_cpu_mark = time.process_time(), child_cpu_seconds()
         # Deferred: TensorFlow (and what imports it) loads only once the run is prepared.
         import tensorflow as tf
         from architectures import CompiledNet
 
-        self.config = config
+        # `base` is the run's config.json; `config` what it is now, after the schedule's
+        # events up to the run's position (Config.scheduled), with its net's shape.
+        self.base = config
+        self.config = config = config.scheduled(schedule_start)
         self.run = run
         self.trainer = build_trainer(config)
+        self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
+                         "wall_time_s": 0.0, "cpu_seconds": 0.0, "child_cpu_seconds": 0.0,
+                         "gnugo_level": config.gnugo_level, "commands": [],
+                         "schedule_start": schedule_start}
+        self._resume(init_from)
+        config = self.config
         # Eight compiled batch shapes: search steps often come up short of a full batch
         # (selections ending on finished games need no net), and padding them to the full
         # batch cost about a fifth of the net's time (bench_selfplay.py).
         self.net = CompiledNet(self.trainer.model, config.num_games, shapes=8)
-        self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
-                         "wall_time_s": 0.0, "cpu_seconds": 0.0, "child_cpu_seconds": 0.0,
-                         "gnugo_level": config.gnugo_level, "commands": []}
-        self.buffer = ReplayBuffer(config.replay_window, config.board_size, config.input_planes)
-        self._resume(init_from)
         if command:
             self.counters["commands"] = [*self.counters.get("commands", []), command]
         iteration = self.counters["iteration"]
@@ -168,13 +181,27 @@ class TrainingLoop:
                                    xp=cupy, precision=GPU_PRECISION)
         return self.device_net
 
+    def _load_state(self, state: dict) -> None:
+        """Load a checkpoint's state, first rebuilding the trainer when the checkpoint's net
+        has another shape (a run that grew on schedule has checkpoints of several)."""
+        grown = grown_as(self.config, state)
+        if grown != self.config:
+            self.config = grown
+            self.trainer = build_trainer(grown)
+        self.trainer.load_state_dict(state)
+
+    def _new_buffer(self) -> ReplayBuffer:
+        config = self.config
+        return ReplayBuffer(config.replay_window, config.board_size, config.input_planes)
+
     def _resume(self, init_from: str | None) -> None:
         try:
-            loaded = self.run.load_latest_checkpoint(accept=self.trainer.load_state_dict)
+            loaded = self.run.load_latest_checkpoint(accept=self._load_state)
         except CheckpointError as error:
             log(f"bp_tree: {error}; move the damaged run away or pick another --run")
             raise SystemExit(EXIT_DAMAGED) from None
         if loaded is None:
+            self.buffer = self._new_buffer()
             self.run.discard_after(0)
             if init_from is None:
                 log(f"starting a new run in {self.run.path}")
@@ -190,11 +217,18 @@ class TrainingLoop:
             return
         if init_from is not None:
             log(f"--init-from {init_from} ignored: {self.run.path} resumes from its own checkpoint")
-        _, counters = loaded   # the state is loaded: accept= did it
+        state, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
+        self.counters.setdefault("schedule_start", 0)   # a run from before the schedule
+        self.config = grown_as(self.base.scheduled(schedule_position(self.counters)), state)
+        self.trainer.set_learning_rates(self.config.learning_rates)
+        self.buffer = self._new_buffer()
         iteration = self.counters["iteration"]
         self.run.discard_after(iteration)
-        chunks = [self.run.chunk_path(i) for i in self.run.chunk_iterations() if i <= iteration]
+        # Positions from before the input planes grew have too few planes for this net.
+        since = self.counters.get("replay_since", 0)
+        chunks = [self.run.chunk_path(i) for i in self.run.chunk_iterations()
+                  if since < i <= iteration]
         loaded_positions = self.buffer.load_chunks(chunks, log=log)
         log(f"resumed {self.run.path} after iteration {iteration}: {self.counters['games']} games, "
             f"{self.counters['train_steps']} train steps, {len(self.buffer)} buffered positions "
@@ -206,6 +240,7 @@ class TrainingLoop:
         config, run = self.config, self.run
         iteration = self.counters["iteration"] + 1
         started = time.perf_counter()
+        position_before = schedule_position(self.counters)
 
         with tqdm(total=config.positions_per_iteration, desc=f"iter {iteration} self-play",
                   unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
@@ -268,6 +303,10 @@ class TrainingLoop:
             record["false_resign_rate"] = batch.false_resignations / batch.playthrough_resignations
         if config.gnugo_every and iteration % config.gnugo_every == 0:
             record.update(self._rated_evaluations(iteration))
+        changes = self._follow_schedule(position_before, iteration)
+        if changes:
+            record["schedule"] = changes
+        record["schedule_position"] = schedule_position(self.counters)
         cpu, child_cpu = time.process_time(), child_cpu_seconds()
         self.counters["cpu_seconds"] += cpu - self._cpu_mark
         self.counters["child_cpu_seconds"] += child_cpu - self._child_cpu_mark
@@ -276,15 +315,53 @@ class TrainingLoop:
         record["child_cpu_seconds"] = round(self.counters["child_cpu_seconds"], 2)
         run.append_metrics(record)
         self._tensorboard(record)
-        # The checkpoint comes last: it is what makes this iteration complete.
+        # The checkpoint comes last: it is what makes this iteration complete (a net grown by
+        # the schedule is saved grown: its shape and the counters' position agree).
         rated = self.counters.get("rated_iteration")
         state = self.trainer.state_dict()
         run.save_checkpoint(iteration, state, self.counters,
-                            keep=config.checkpoints_to_keep, protect=(rated,) if rated else ())
-        save_model_file(run.model_path, config, state,
+                            keep=self.config.checkpoints_to_keep,
+                            protect=(rated,) if rated else ())
+        save_model_file(run.model_path, self.config, state,
                         run_model_info(run.path.name, iteration, self.counters))
         self._prune_chunks()
         return record
+
+    def _follow_schedule(self, before: int, iteration: int) -> list[str]:
+        """Apply the schedule's events between the positions `before` and now: a new rate,
+        more simulations, a grown net (function-preserving: it plays as before). Returns
+        "field old -> new" for the metrics and the log."""
+        position = schedule_position(self.counters)
+        if not self.base.schedule_events(before, position):
+            return []
+        old = self.config
+        new = self.base.scheduled(position)
+        # The net never shrinks (a warm start's source may be larger than the schedule's).
+        new = new.overridden(blocks=max(new.blocks, old.blocks),
+                             aux_heads=new.aux_heads or old.aux_heads,
+                             extra_features=new.extra_features or old.extra_features)
+        changes = [change for change in new.changes_from(old)]
+        if not changes:
+            return []
+        grows = any(getattr(old, name) != getattr(new, name) for name in Config.GROWTH_FIELDS)
+        if grows:
+            from architectures import CompiledNet   # loaded already: TensorFlow is deferred
+            self.trainer = grow_trainer(self.trainer, old, new)
+            self.net = CompiledNet(self.trainer.model, new.num_games, shapes=8)
+            if new.extra_features != old.extra_features:
+                # Stored positions lack the new planes: the replay restarts, as in a warm start.
+                self.config = new
+                self.buffer = self._new_buffer()
+                self.counters["replay_since"] = iteration
+        self.trainer.set_learning_rates(new.learning_rates)
+        self.config = new
+        if grows or new.simulations != old.simulations:
+            if not new.workers:
+                self.selfplay = SelfPlay(new, self._selfplay_net(),
+                                         seed=new.seed * 1_000_003 + iteration)
+                self.selfplay.weights_version = iteration
+        log(f"iteration {iteration}: schedule position {position:,}: " + ", ".join(changes))
+        return changes
 
     def _refresh_model(self) -> None:
         """Make model.npz the newest checkpoint's net when it is not (missing, from an older
@@ -451,13 +528,18 @@ def main(argv=None) -> int:
         # The lock and the run directory come first: their refusals need no TensorFlow, which
         # takes seconds to load (describe_devices and TrainingLoop load it).
         run.lock()
+        schedule_start = 0
         try:
             if args.init_from is not None and not run.config_path.exists():
-                # A new run from a warm start takes the source's net shape by default.
+                # A new run from a warm start takes the source's net shape by default, and
+                # enters the schedule where the source stands in it.
+                schedule_start = warm_start_position(config, args.init_from)
                 config, taken = with_source_shape(config, args.init_from,
                                                   Config.explicit_overrides(args))
                 if taken:
                     log(f"--init-from {args.init_from}: its net shape: {', '.join(taken)}")
+                if config.schedule:
+                    log(f"--init-from {args.init_from}: schedule position {schedule_start:,}")
             config = run.prepare(config, Config.explicit_overrides(args))
         except NetOpenError as error:
             log(f"bp_tree: --init-from: {error}")
@@ -467,9 +549,14 @@ def main(argv=None) -> int:
             return EXIT_REFUSED
         devices = describe_devices(config)
         colorama.just_fix_windows_console()
-        loop = TrainingLoop(config, run, init_from=args.init_from, command=command)
-        log(f"run {run.path}: {config.board_size}x{config.board_size}, net {config.blocks}x{config.filters}, "
-            f"{config.simulations} simulations, {config.num_games} games at once; {devices}")
+        loop = TrainingLoop(config, run, init_from=args.init_from, command=command,
+                            schedule_start=schedule_start)
+        now = loop.config
+        log(f"run {run.path}: {now.board_size}x{now.board_size}, net {now.blocks}x{now.filters}, "
+            f"{now.simulations} simulations, {now.num_games} games at once"
+            + (f", schedule position {schedule_position(loop.counters):,} "
+               f"({len(config.schedule_events(schedule_position(loop.counters), 2 ** 62))} "
+               f"events ahead)" if config.schedule else "") + f"; {devices}")
         while not config.iterations or loop.counters["iteration"] < config.iterations:
             if config.max_cpu_seconds and loop.counters["cpu_seconds"] >= config.max_cpu_seconds:
                 log(f"run {run.path}: {loop.counters['cpu_seconds']:.0f} CPU seconds reached "

@@ -50,6 +50,9 @@ import tensorflow as tf
 from architectures.inference import weights_changed
 
 
+MAX_RATES = 16    # (step, rate) pairs a schedule may have
+
+
 class Trainer:
     """Owns the optimizer, the step counters and the compiled training step of one model."""
 
@@ -79,12 +82,17 @@ class Trainer:
         self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name="skipped_steps")
-        boundaries = tf.constant([step for step, _ in self.learning_rates], tf.int64)
-        rates = tf.constant([rate for _, rate in self.learning_rates], tf.float32)
+        # The schedule lives in variables of a fixed length (unused boundaries at the largest
+        # step), so set_learning_rates changes it without tracing the step again.
+        self._boundaries = tf.Variable(tf.zeros(MAX_RATES, tf.int64), trainable=False,
+                                       name="rate_boundaries")
+        self._rates = tf.Variable(tf.zeros(MAX_RATES, tf.float32), trainable=False,
+                                  name="rates")
+        self.set_learning_rates(self.learning_rates)
 
         def current_learning_rate():
-            index = tf.reduce_sum(tf.cast(boundaries <= self._step, tf.int32)) - 1
-            return tf.gather(rates, index)
+            index = tf.reduce_sum(tf.cast(self._boundaries <= self._step, tf.int32)) - 1
+            return tf.gather(self._rates, index)
 
         self._current_learning_rate = current_learning_rate
         self.optimizer = keras.optimizers.SGD(
@@ -116,6 +124,23 @@ class Trainer:
     @property
     def tracing_count(self) -> int:
         return self._train_step.experimental_get_tracing_count()
+
+    def set_learning_rates(self, learning_rates: Sequence[tuple[int, float]]) -> None:
+        """Follow another (step, rate) schedule from the next step on (a run's own schedule
+        drops the rate as it goes); the steps count as before."""
+        pairs = _check_schedule(learning_rates)
+        if len(pairs) > MAX_RATES:
+            raise ValueError(f"at most {MAX_RATES} (step, rate) pairs, got {len(pairs)}")
+        padding = MAX_RATES - len(pairs)
+        self._boundaries.assign([step for step, _ in pairs] + [np.iinfo(np.int64).max] * padding)
+        self._rates.assign([rate for _, rate in pairs] + [pairs[-1][1]] * padding)
+        self.learning_rates = pairs
+
+    def continue_from(self, other: "Trainer") -> None:
+        """Take `other`'s step counters: a net grown in the loop trains on from where the
+        smaller one stopped (the optimizer's momentum starts fresh, as in a warm start)."""
+        self._step.assign(other._step)
+        self._skipped_steps.assign(other._skipped_steps)
 
     def learning_rate_at(self, step: int) -> float:
         rate = self.learning_rates[0][1]

@@ -14,7 +14,7 @@ size answers `unacceptable size`.
 Decisions a GTP engine must make and this one's answers:
 - genmove for the side not to move: a pass of the other colour is inserted (games/game_record.py).
 - genmove right after the opponent passed, when the position as it stands wins for us by
-  area (Tromp-Taylor) scoring and is settled (`position_settled`: every empty point touches
+  area (Tromp-Taylor) scoring and is settled (`games.territory.position_settled`: every empty point touches
   one colour only, and with a net that has an ownership head the net gives every point that
   owner with confidence at least SETTLED_OWNERSHIP): pass, ending the game with a win.
   Winning the count alone is not enough: a user who passes early in the opening must not
@@ -41,7 +41,7 @@ import numpy as np
 
 from games import analysis, sgf_records
 from games.search import SearchingGames
-from games.territory import area_ownership
+from games.territory import position_settled, stone_groups
 from gtp.files import FileRefused, read_regular_file, write_regular_file
 from games.game_record import GameRecord, Move, Replayer, Setup
 from gtp.protocol import GtpError, Stream
@@ -57,10 +57,6 @@ VERTEX = re.compile(r"[A-HJ-Z][0-9]{1,2}", re.IGNORECASE)
 NATURAL = re.compile(r"[0-9]{1,18}")
 INTEGER = re.compile(r"[+-]?[0-9]{1,18}")
 DEFAULT_ANALYSIS_INTERVAL = 100   # centiseconds, when lz-analyze is given none
-# The net's ownership (in [-1, 1], i.e. a 85% chance or more) every point needs for the engine
-# to pass back: on a finished 9x9 position the shipped net gives 0.8 to 1 (corners of small
-# eyes the least), on an opening below 0.75.
-SETTLED_OWNERSHIP = 0.7
 
 
 @dataclass(frozen=True)
@@ -387,7 +383,7 @@ class GoEngine:
             return ""
         self.sync_board()
         return "\n".join(" ".join(self._vertex(p) for p in group)
-                         for group in _groups(self.replayer.board()))
+                         for group in stone_groups(self.replayer.board()))
 
     def cmd_showboard(self, args):
         self.sync_board()
@@ -695,19 +691,6 @@ class GoEngine:
             return None
 
 
-def position_settled(board: np.ndarray, ownership: np.ndarray | None = None) -> bool:
-    """Whether area scoring of `board` (+1 black, -1 white, 0 empty) as it stands counts what
-    the game is worth, so that passing may end it: every empty point touches stones of one
-    colour only (no neutral point, no stone left standing in the other side's area), and, given
-    the net's `ownership` (float (N, N) in [-1, 1], Black's view), the net expects every point
-    to end with that owner, each with at least SETTLED_OWNERSHIP (no invasion or dead group
-    left). Without ownership only the shapes are checked; seki points are never settled."""
-    owner = area_ownership(board)
-    if not owner.all():
-        return False
-    return ownership is None or bool((ownership * owner >= SETTLED_OWNERSHIP).all())
-
-
 def _parse_colour(text: str) -> int:
     try:
         return COLOURS[text.lower()]
@@ -776,28 +759,3 @@ def _split_filename(args) -> tuple[str | None, list[str]]:
 
 def _permyriad(fraction: float) -> int:
     return int(round(10000 * min(1.0, max(0.0, fraction))))
-
-
-def _groups(board: np.ndarray) -> list[list[int]]:
-    """Flat points of every connected group of stones, each sorted, in board order."""
-    n = board.shape[0]
-    seen = np.zeros(n * n, bool)
-    flat = board.ravel()
-    groups = []
-    for start in range(n * n):
-        if flat[start] == 0 or seen[start]:
-            continue
-        group, stack = [], [start]
-        seen[start] = True
-        while stack:
-            point = stack.pop()
-            group.append(point)
-            row, col = divmod(point, n)
-            for r, c in ((row - 1, col), (row + 1, col), (row, col - 1), (row, col + 1)):
-                neighbour = r * n + c
-                if 0 <= r < n and 0 <= c < n and not seen[neighbour] \
-                        and flat[neighbour] == flat[start]:
-                    seen[neighbour] = True
-                    stack.append(neighbour)
-        groups.append(sorted(group))
-    return groups

@@ -70,6 +70,9 @@ def test_every_field_has_a_flag():
         default = getattr(base, field.name)
         if field.name == "learning_rates":
             text, wanted = "0:0.5", ((0, 0.5),)
+        elif field.name == "schedule":
+            text, wanted = "100:blocks=2,200:learning_rate=0.01", ((100, "blocks", 2),
+                                                                   (200, "learning_rate", 0.01))
         elif isinstance(default, bool):
             text, wanted = str(not default).lower(), not default
         elif field.name == "backend":

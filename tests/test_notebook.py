@@ -27,6 +27,7 @@ FIXTURE_RUN = NOTEBOOKS / "fixture_run"
 # Appended to the executed copy: what the notebook drew, as data.
 REPORT_CELL = """print("REPORT " + json.dumps({
     "not_measured": not_measured,
+    "events": [label for _, label in schedule_events],
     "games": [{"path": str(game["path"]),
                "stones": [[colour, list(point)] for colour, point in
                           game["board"].list_occupied_points()]} for game in recent_games]}))"""
@@ -141,6 +142,20 @@ def test_the_notebook_runs_on_a_fresh_tiny_run(monkeypatch, tiny_run):
     assert {"win rate against GNU Go", "rating (Elo)", "rating over time"} <= missing
     assert not any(what.startswith("losses") for what in missing)
     assert_boards_match_the_engine(report)
+
+
+def test_the_notebook_marks_the_schedules_events(monkeypatch, tmp_path):
+    import bp_tree
+    run = tmp_path / "scheduled"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "3",
+                             "--schedule", "100:learning_rate=0.01,100:blocks=2"]) == 0
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    applied = [r["schedule"] for r in records if "schedule" in r]
+    assert len(applied) == 1 and len(applied[0]) == 2     # both at the same iteration
+    report, _ = execute(monkeypatch, run)
+    assert len(report["events"]) == 1
+    assert sorted(report["events"][0].split(", ")) == ["blocks 2", "rate 0.01"]
 
 
 def test_the_notebook_runs_on_a_run_without_a_finished_iteration(monkeypatch, tmp_path):

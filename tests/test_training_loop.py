@@ -972,7 +972,7 @@ def test_init_from_refuses_another_net_shape_in_one_line(one_iteration, tmp_path
     source, _, _ = one_iteration
     run = tmp_path / "misfit"
     err = refused(run, "--iterations", "1", "--filters", "16", "--init_from", str(source))
-    [line] = [l for l in err.splitlines() if "init_from" in l]
+    [line] = [l for l in err.splitlines() if "init-from" in l]
     assert "filters: it has 8, command asks 16" in line
     assert checkpoint_iterations(run) == []
     err = refused(tmp_path / "nothing", "--iterations", "1",

@@ -116,6 +116,19 @@ class Config:
     iterations: int = 0                # 0 means run until stopped
     max_cpu_seconds: float = 0.0       # stop after the iteration that reaches this cpu_seconds; 0: never
 
+    # The recipe: what the run changes in itself as it goes, ((positions, field, value), ...)
+    # in order, each applied at the end of the first iteration whose schedule position (the
+    # self-play positions behind the net, a warm start's source's included) reaches
+    # `positions`. Fields: learning_rate (the rate from then on, in place of learning_rates),
+    # simulations, and the net's growth: blocks (residual blocks added as identities),
+    # aux_heads and extra_features (added as a warm start adds them), so the grown net first
+    # plays as before; a growth never shrinks a net. Keyed by positions rather than CPU-hours:
+    # they are the same on every machine (the same net ran 2.3x slower on another box of one
+    # kind), exact on resume, and what the net has learnt from; a position costs more CPU as
+    # the net and the search grow, as in the lineage the schedule repeats (docs/LINEAGE.md).
+    # On the command line: --schedule "POSITIONS:field=value,..." ("" for none).
+    schedule: tuple = ()
+
     # Scaling out (cluster/): self-play actors on Ray; 0 plays in the training process.
     workers: int = 0
     ray_address: str = ""              # "" starts a local Ray; "auto" or HOST:PORT joins a cluster
@@ -143,7 +156,7 @@ class Config:
         memory, a search needs a simulation, a Dirichlet alpha must be positive)."""
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "learning_rates":
+            if f.name in ("learning_rates", "schedule"):
                 continue
             kind = type(f.default)
             if kind is bool:
@@ -179,9 +192,80 @@ class Config:
                              "full_search_share >= 1 and leaves_per_game 1, got "
                              f"{self.forced_playouts}, {self.full_search_share} and "
                              f"{self.leaves_per_game}")
+        self._check_schedule()
         if self.ray_address and not self.workers:
             raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
+
+    # Fields a schedule may change, and the type of their values.
+    SCHEDULE_FIELDS = {"learning_rate": float, "simulations": int, "blocks": int,
+                       "aux_heads": bool, "extra_features": bool}
+    GROWTH_FIELDS = ("blocks", "aux_heads", "extra_features")
+
+    def _check_schedule(self) -> None:
+        events = self.schedule
+        if not isinstance(events, tuple) or not all(
+                isinstance(e, tuple) and len(e) == 3 for e in events):
+            raise ValueError(f"config: schedule must be (positions, field, value) triples, "
+                             f"got {events!r}")
+        for at, name, value in events:
+            kind = self.SCHEDULE_FIELDS.get(name)
+            if kind is None:
+                raise ValueError(f"config: schedule field {name!r} is not one of "
+                                 f"{', '.join(self.SCHEDULE_FIELDS)}")
+            if not isinstance(at, int) or isinstance(at, bool) or at < 0:
+                raise ValueError(f"config: schedule positions must be whole numbers >= 0, "
+                                 f"got {at!r}")
+            if kind is bool:
+                ok = value is True
+            elif kind is int:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            else:
+                ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                      and math.isfinite(value) and 0 < value <= 10)
+            if not ok:
+                wanted = {bool: "true (a growth only adds)", int: "a whole number >= 1",
+                          float: "a rate in (0, 10]"}[kind]
+                raise ValueError(f"config: schedule {at}:{name}={value!r}: expected {wanted}")
+            if name in ("simulations", "blocks") and not (
+                    1 <= value <= (100_000 if name == "simulations" else 40)):
+                raise ValueError(f"config: schedule {at}:{name}={value} is out of range")
+        if any(a[0] > b[0] for a, b in zip(events, events[1:])):
+            raise ValueError("config: schedule positions must not decrease")
+        if self.workers and any(name != "learning_rate" for _, name, _ in events):
+            raise ValueError("config: with workers only learning_rate events may be scheduled "
+                             "(actors keep the net shape and search they started with); give "
+                             "--schedule \"\" or only learning_rate events")
+
+    def scheduled(self, position: int) -> "Config":
+        """This config after every schedule event at or before `position`."""
+        changes: dict = {}
+        for at, name, value in self.schedule:
+            if at > position:
+                break
+            if name == "learning_rate":
+                changes["learning_rates"] = ((0, float(value)),)
+            elif name == "blocks":
+                changes["blocks"] = max(changes.get("blocks", self.blocks), value)
+            else:
+                changes[name] = value if name not in self.GROWTH_FIELDS else True
+        return dataclasses.replace(self, **changes).validate() if changes else self
+
+    def schedule_events(self, after: int, upto: int) -> list[tuple]:
+        """The events of positions in (after, upto]."""
+        return [event for event in self.schedule if after < event[0] <= upto]
+
+    def schedule_start(self, source: "Config") -> int:
+        """Where a warm start from a net of `source`'s shape, with no schedule position of its
+        own, enters this schedule: the first position whose scheduled net is at least as
+        grown as the source (its last event if none is), so its rate and search are those the
+        schedule gives a net of that size; 0 without a schedule."""
+        for at, _, _ in self.schedule:
+            grown = self.scheduled(at)
+            if (grown.blocks >= source.blocks and grown.aux_heads >= source.aux_heads
+                    and grown.extra_features >= source.extra_features):
+                return at
+        return self.schedule[-1][0] if self.schedule else 0
 
     # The most memory the replay buffer may take: a larger window fails later, in an allocation.
     REPLAY_BYTES_LIMIT = 16 * 2 ** 30
@@ -224,6 +308,8 @@ class Config:
             raise ValueError(f"config.json has unknown fields {unknown}")
         if "learning_rates" in data:
             data["learning_rates"] = tuple((int(s), float(r)) for s, r in data["learning_rates"])
+        if "schedule" in data:
+            data["schedule"] = tuple(tuple(event) for event in data["schedule"])
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
@@ -308,9 +394,30 @@ def _parse_schedule(text: str) -> tuple:
     return pairs
 
 
+def _parse_events(text: str) -> tuple:
+    """"POSITIONS:field=value,..." as schedule triples (values typed by field)."""
+    events = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        where, colon, change = item.partition(":")
+        name, equals, value = change.partition("=")
+        kind = Config.SCHEDULE_FIELDS.get(name.strip())
+        try:
+            if not (colon and equals) or kind is None:
+                raise ValueError
+            typed = _parse_bool(value) if kind is bool else kind(value)
+            events.append((int(where), name.strip(), typed))
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentTypeError(
+                f"expected POSITIONS:field=value,... with a field of "
+                f"{', '.join(Config.SCHEDULE_FIELDS)}, got {item!r}") from None
+    return tuple(events)
+
+
 def _parser_for(f: dataclasses.Field):
     if f.name == "learning_rates":
         return _parse_schedule
+    if f.name == "schedule":
+        return _parse_events
     kind = type(f.default)
     return _parse_bool if kind is bool else kind
 
@@ -335,9 +442,25 @@ PRESETS = {
     # cap randomization 96/24) lost 7-33 to it at 0.55. Dirichlet alpha ~ 10 / legal moves
     # (used by PUCT runs of this preset); matches at 48 simulations of PUCT, GNU Go every 10
     # iterations climbing from level 0.
+    # Its schedule is the shipped net's lineage (docs/LINEAGE.md), each step where that chain
+    # of warm starts took it, at about 4,200 self-play positions per iteration: the rate from
+    # 0.02 to 0.005 (iteration 414 of the lineage), 0.0015 (772), 0.0006 with 32 simulations
+    # (1118) and 0.0003 (1897); the ownership and score heads (955), 6 residual blocks
+    # (1390), the liberty and ko planes (1778) and 8 blocks (2106). A warm start from the
+    # shipped model enters it after its last event.
     "9x9": Config(board_size=9, gumbel_considered=8, simulations=16, dirichlet_alpha=0.15,
                   temperature_moves=10, eval_games_random=16, random_every=10, eval_simulations=48,
-                  gnugo_every=10, gnugo_level=0, gnugo_games=20, previous_games=20),
+                  gnugo_every=10, gnugo_level=0, gnugo_games=20, previous_games=20,
+                  learning_rates=((0, 0.02),),
+                  schedule=((1_740_000, "learning_rate", 0.005),
+                            (3_240_000, "learning_rate", 0.0015),
+                            (4_010_000, "aux_heads", True),
+                            (4_700_000, "learning_rate", 0.0006),
+                            (4_700_000, "simulations", 32),
+                            (5_840_000, "blocks", 6),
+                            (7_470_000, "extra_features", True),
+                            (7_970_000, "learning_rate", 0.0003),
+                            (8_850_000, "blocks", 8))),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
     # 32 turns per player (a game is at most 64 moves), 128 games at once.
     "paper": Config(board_size=7, blocks=5, filters=128, value_hidden=128, simulations=800,

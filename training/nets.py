@@ -146,9 +146,12 @@ def _source_weights(source, checkpoint, fit, log):
         return config, path, weights, None, path.name
     # A damaged checkpoint (torn, bad counters, non-finite or wrong-shaped weights) is passed
     # over for the one before, here once for every reader.
+    # A run that grows its net on schedule holds checkpoints of several shapes: each is read
+    # with the shape its weights have (config.json keeps the run's first).
     try:
         loaded = RunDirectory(path, log=log).load_latest_checkpoint(
-            checkpoint, accept=lambda state: fit(config, _model_weights(state)))
+            checkpoint, accept=lambda state: fit(grown_as(config, state),
+                                                 _model_weights(state)))
     except CheckpointError as error:
         raise NetOpenError(str(error)) from None
     if loaded is None:
@@ -156,7 +159,29 @@ def _source_weights(source, checkpoint, fit, log):
                            f"iteration 1 is complete")
     state, counters = loaded
     iteration = int(counters["iteration"])
+    config = grown_as(config.scheduled(schedule_position(counters)), state)
     return config, path, _model_weights(state), iteration, f"{path.name} iteration {iteration}"
+
+
+def schedule_position(counters: dict) -> int:
+    """A run's position in its schedule: the self-play positions behind its net, those of a
+    warm start's source (`schedule_start`) included."""
+    return int(counters.get("schedule_start", 0)) + int(counters.get("positions", 0))
+
+
+def grown_as(config: Config, state: dict) -> Config:
+    """`config` grown as the checkpoint's weights are: a run that grows its net on schedule
+    holds checkpoints of several sizes, and config.json keeps its first. Only growth is taken
+    (more blocks, the auxiliary heads, the extra planes): weights of any other shape are left
+    for the fit that follows to refuse."""
+    try:
+        shape = net_shape(state)
+    except ValueError:
+        return config        # refused by the fit that follows, with its own message
+    grown = {name: shape[name] for name in Config.GROWTH_FIELDS}
+    if any(grown[name] < getattr(config, name) for name in Config.GROWTH_FIELDS):
+        return config
+    return config.overridden(**grown)
 
 
 def _checkpoint_file(source, checkpoint):
@@ -246,16 +271,32 @@ def net_shape(arrays: dict[str, np.ndarray]) -> dict:
 def with_source_shape(config: Config, source: str | os.PathLike,
                       explicit: dict) -> tuple[Config, list[str]]:
     """`config` with the net shape (Config.SHAPE_FIELDS) of the warm start's `source` (a model
-    file, run or checkpoint; its config, read without TensorFlow) wherever the command line
+    file, run or checkpoint; its weights' shape, read without TensorFlow) wherever the command line
     did not set the field explicitly: a warm start needs no shape flags, and a flag given is
     an asked-for change (growth) that init_weights checks. Also returns the "field value"
     pairs taken over, for the start-up line."""
-    source_config, _ = read_config(_checkpoint_file(source, None)[0])
+    source_config = _source_weights(source, None, lambda config, weights: None, print)[0]
     taken = {name: getattr(source_config, name) for name in Config.SHAPE_FIELDS
              if name not in explicit}
     changed = [f"{name} {value}" for name, value in taken.items()
                if getattr(config, name) != value]
     return config.overridden(**taken), changed
+
+
+def warm_start_position(config: Config, source: str | os.PathLike) -> int:
+    """Where a warm start from `source` enters `config`'s schedule: the source's own schedule
+    position when it keeps one (runs and model files written since the schedule came), else
+    the first position whose scheduled net is as grown as the source's
+    (Config.schedule_start). NetOpenError as read_weights."""
+    source_config, path, _, iteration, _ = _source_weights(source, None, lambda c, w: None, print)
+    if is_model_file(path):
+        counters = model_info(path)
+    else:
+        counters = RunDirectory(path, log=lambda message: None).load_latest_checkpoint(
+            iteration)[1]
+    if "schedule_start" in counters:
+        return schedule_position(counters)
+    return config.schedule_start(source_config)
 
 
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
@@ -299,6 +340,17 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
         raise NetOpenError(f"cannot start from {found.label}: its weights do not fit "
                            f"({error})") from None
     return found
+
+
+def grow_trainer(trainer, old: Config, new: Config):
+    """A trainer of `new`'s net holding `trainer`'s weights, grown as a warm start grows them
+    (more residual blocks as identities, fresh auxiliary heads, zero weights on added input
+    planes), so it plays exactly as before; its steps go on from `trainer`'s, its momentum
+    starts fresh. For a run's schedule (bp_tree.py)."""
+    grown = build_trainer(new)
+    _copy_shared_layers(trainer.model, grown.model, range(old.blocks, new.blocks))
+    grown.continue_from(trainer)
+    return grown
 
 
 def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
@@ -349,7 +401,7 @@ def _with_added_inputs(kernel: np.ndarray, needed: tuple) -> np.ndarray:
 
 # The checkpoint counters a model file's info carries (bp_tree.py documents them).
 INFO_COUNTERS = ("games", "positions", "cpu_seconds", "child_cpu_seconds", "train_steps",
-                 "wall_time_s", "init_from", "commands")
+                 "wall_time_s", "init_from", "commands", "schedule_start")
 
 
 def run_model_info(run_name: str, iteration: int, counters: dict) -> dict:
