@@ -144,6 +144,7 @@ class GoEngine:
             "time_left": self.cmd_time_left,
             "set_free_handicap": self.cmd_set_free_handicap,
             "fixed_handicap": self.cmd_fixed_handicap,
+            "place_free_handicap": self.cmd_place_free_handicap,
             "loadsgf": self.cmd_loadsgf,
             "printsgf": self.cmd_printsgf,
             "lz-analyze": self.cmd_lz_analyze,
@@ -234,6 +235,38 @@ class GoEngine:
             raise GtpError("invalid number of stones")
         self._place_handicap([coords.from_gtp(vertex, self.board_size) for vertex in vertices])
         return " ".join(vertices)
+
+    def cmd_place_free_handicap(self, args):
+        """The engine's own placement of N stones: the fixed points as far as they go (the
+        placement players expect, and GNU Go's), then, for more, one stone at a time where
+        the net's policy for Black likes it most."""
+        stones = _parse_int(args, 1)[0]
+        self.sync_board()
+        if self.replayer.board().any():
+            raise GtpError("board not empty")
+        n = self.board_size
+        if not 2 <= stones <= n * n - 1:
+            raise GtpError("invalid number of stones")
+        fixed = None
+        for count in range(min(stones, 9), 1, -1):
+            fixed = fixed_handicap_vertices(n, count)
+            if fixed is not None:
+                break
+        points = [coords.from_gtp(vertex, n) for vertex in fixed or []]
+        board = np.zeros((n, n), np.int8)
+        board.flat[points] = 1
+        while len(points) < stones:
+            self.replayer.start_segment(board, 1)
+            policy, legal, _, _ = self.driver.evaluate_slots(self.replayer.slots)
+            scores = np.where(legal[0, :n * n] & (board.ravel() == 0), policy[0, :n * n], -1.0)
+            point = int(np.argmax(scores))
+            if scores[point] < 0:
+                break
+            points.append(point)
+            board.flat[point] = 1
+        self._position_version = -1     # slot 0 was used to ask the net: rebuild it
+        self._place_handicap(points)
+        return " ".join(self._vertex(p) for p in points)
 
     def _place_handicap(self, points: list[int]) -> None:
         stones = np.zeros((self.board_size, self.board_size), np.int8)

@@ -42,7 +42,7 @@ PASS = N * N
 REQUIRED = ["protocol_version", "name", "version", "known_command", "list_commands", "quit",
             "boardsize", "clear_board", "komi", "play", "genmove"]
 EXTRA = ["undo", "showboard", "final_score", "final_status_list", "time_settings", "time_left",
-         "set_free_handicap", "loadsgf", "printsgf", "reg_genmove", "lz-analyze",
+         "set_free_handicap", "place_free_handicap", "loadsgf", "printsgf", "reg_genmove", "lz-analyze",
          "gogui-analyze_commands", "bgz-net", "kata-analyze"]
 INFO_BLOCK = re.compile(r"info move (?P<move>\S+) visits (?P<visits>\d+) winrate (?P<winrate>\d+) "
                         r"prior (?P<prior>\d+) lcb (?P<lcb>\d+) order (?P<order>\d+) "
@@ -1135,6 +1135,36 @@ def test_fixed_handicap_places_the_gtp_points_and_answers_them():
         ("?", "syntax error")]
     assert gtp.ok("fixed_handicap 9").split() == [
         "C3", "G7", "C7", "G3", "C5", "G5", "E3", "E7", "E5"]
+
+
+def test_place_free_handicap_takes_the_fixed_points_then_the_nets_choice():
+    import dataclasses
+
+    from training.config import PRESETS
+    nine = dataclasses.replace(PRESETS["tiny"], board_size=9)
+
+    def corner_loving_net(planes):
+        """Prefers A9, then B9, ...: a policy falling along the flat index (row 0 on top)."""
+        actions = planes.shape[1] * planes.shape[2] + 1
+        weights = np.arange(actions, 0, -1, dtype=np.float32)
+        return (np.tile(weights / weights.sum(), (len(planes), 1)),
+                np.zeros(len(planes), np.float32))
+
+    gtp = Transcript((nine, corner_loving_net), simulations=4, analysis_simulations=16)
+    assert gtp.ok("place_free_handicap 3").split() == ["C3", "G7", "C7"]  # fixed_handicap 3's
+    assert gtp.error("place_free_handicap 2") == "board not empty"
+    assert gtp.ok("genmove w") not in ("C3", "G7", "C7")
+    gtp.ok("clear_board")
+    placed = gtp.ok("place_free_handicap 11").split()
+    assert placed[:9] == ["C3", "G7", "C7", "G3", "C5", "G5", "E3", "E7", "E5"]
+    # Then the two points the stand-in net likes most: the first flat indices, A9 and B9.
+    assert placed[9:] == ["A9", "B9"]
+    board = gtp.ok("showboard")
+    assert board.count("X") == 11 + 1        # the stones, and the legend's "(X)"
+    assert [gtp.error(f"place_free_handicap {n}") for n in (1, 81)] == ["board not empty"] * 2
+    gtp.ok("clear_board")
+    assert [gtp.error(f"place_free_handicap {n}") for n in (1, 81)] == [
+        "invalid number of stones"] * 2
 
 
 def test_fixed_handicap_is_refused_on_boards_without_a_placement(loaded):
