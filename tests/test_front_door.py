@@ -27,6 +27,8 @@ SHARED = {
     "evaluate.py": {"--run", "--sims", "--rollout-lambda", "--board-size", "--komi", "--seed",
                     "--black", "--white"},
     "export_model.py": {"--run", "--checkpoint"},
+    "katago_analysis.py": {"--run", "--model", "--checkpoint", "--board-size", "--komi",
+                           "--seed"},
     "bp_tree.py": {"--run", "--board-size", "--komi", "--rollout-lambda", "--seed",
                    "--init-from"},
     "train_sgf.py": {"--run", "--board-size", "--komi", "--seed", "--init-from"},
