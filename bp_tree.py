@@ -62,7 +62,7 @@ from tqdm import tqdm
 
 from cluster.address import ClusterError
 from games.gnugo import GnuGoError, GnuGoNotFound
-from games.matches import checkpoint_vs_checkpoint, play_against_gnugo, play_pair
+from games.matches import NetEntry, checkpoint_vs_checkpoint, play_against_gnugo, play_pair
 from games.ratings import elo_step
 from games.selfplay import SelfPlay
 from games.sgf_records import game_to_sgf, result_text
@@ -136,6 +136,7 @@ class TrainingLoop:
         # events up to the run's position (Config.scheduled), with its net's shape.
         self.base = config
         self.config = config = config.scheduled(schedule_start)
+        self._first_config = config      # the shape every checkpoint of the run grew from
         self.run = run
         self.trainer = build_trainer(config)
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
@@ -184,11 +185,10 @@ class TrainingLoop:
     def _load_state(self, state: dict) -> None:
         """Load a checkpoint's state, first rebuilding the trainer when the checkpoint's net
         has another shape (a run that grew on schedule has checkpoints of several)."""
-        grown = grown_as(self.config, state)
-        if grown != self.config:
-            self.config = grown
-            self.trainer = build_trainer(grown)
-        self.trainer.load_state_dict(state)
+        grown = grown_as(self._first_config, state)
+        trainer = self.trainer if grown == self.config else build_trainer(grown)
+        trainer.load_state_dict(state)     # raises for weights that do not fit: nothing changed
+        self.config, self.trainer = grown, trainer
 
     def _new_buffer(self) -> ReplayBuffer:
         config = self.config
@@ -220,7 +220,21 @@ class TrainingLoop:
         state, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         self.counters.setdefault("schedule_start", 0)   # a run from before the schedule
-        self.config = grown_as(self.base.scheduled(schedule_position(self.counters)), state)
+        wanted = self.base.scheduled(schedule_position(self.counters))
+        have = self.config                # the checkpoint's shape (_load_state)
+        wanted = wanted.overridden(blocks=max(wanted.blocks, have.blocks),
+                                   aux_heads=wanted.aux_heads or have.aux_heads,
+                                   extra_features=wanted.extra_features or have.extra_features)
+        if any(getattr(wanted, name) != getattr(have, name) for name in Config.GROWTH_FIELDS):
+            # The schedule stands past a growth this checkpoint lacks (a schedule given
+            # since): grow it now, as the loop would have.
+            log(f"the schedule at position {schedule_position(self.counters):,} asks for a "
+                f"larger net than checkpoint {counters['iteration']}: growing it ("
+                + ", ".join(wanted.changes_from(have)) + ")")
+            self.trainer = grow_trainer(self.trainer, have, wanted)
+            if wanted.extra_features != have.extra_features:
+                self.counters["replay_since"] = self.counters["iteration"]
+        self.config = wanted
         self.trainer.set_learning_rates(self.config.learning_rates)
         self.buffer = self._new_buffer()
         iteration = self.counters["iteration"]
@@ -419,7 +433,10 @@ class TrainingLoop:
             return record
         previous = open_net(self.run.path, checkpoint=reference, log=log,
                             batch_size=min(config.previous_games, 32))
-        report = checkpoint_vs_checkpoint(config, self.net, previous.net, config.previous_games,
+        # The previous net plays with its own input planes (a growth may have added some).
+        report = checkpoint_vs_checkpoint(config, self.net,
+                                          NetEntry(previous.net, previous.config),
+                                          config.previous_games,
                                           config.eval_simulations, seed=seed, names=("new", "previous"))
         elo = self.counters["elo"] + elo_step(report.win_rate, report.games)
         self.counters.update(rated_iteration=iteration, elo=elo)
@@ -531,16 +548,24 @@ def main(argv=None) -> int:
         schedule_start = 0
         try:
             if args.init_from is not None and not run.config_path.exists():
-                # A new run from a warm start takes the source's net shape by default, and
-                # enters the schedule where the source stands in it.
-                schedule_start = warm_start_position(config, args.init_from)
+                # A new run from a warm start takes the source's net shape by default.
                 config, taken = with_source_shape(config, args.init_from,
                                                   Config.explicit_overrides(args))
                 if taken:
                     log(f"--init-from {args.init_from}: its net shape: {', '.join(taken)}")
+            config = run.prepare(config, Config.explicit_overrides(args))
+            if args.init_from is not None and not run.checkpoint_iterations():
+                # It enters the schedule where the source stands in it (again on a restart
+                # before its first checkpoint: the position lives in the checkpoints).
+                schedule_start = warm_start_position(config, args.init_from)
                 if config.schedule:
                     log(f"--init-from {args.init_from}: schedule position {schedule_start:,}")
-            config = run.prepare(config, Config.explicit_overrides(args))
+            scheduled = {name for _, name, _ in config.schedule}
+            for name, flag in (("simulations", "simulations"), ("learning_rate", "learning_rates")):
+                if name in scheduled and flag in Config.explicit_overrides(args):
+                    log(f"note: the schedule sets {name} from its events' positions on; "
+                        f"--{flag.replace('_', '-')} holds only before them (--schedule \"\" "
+                        f"drops the schedule)")
         except NetOpenError as error:
             log(f"bp_tree: --init-from: {error}")
             return EXIT_REFUSED

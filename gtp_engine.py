@@ -96,6 +96,7 @@ def load_engine(args: argparse.Namespace) -> GoEngine:
         log(f"gtp_engine: {error}")
         raise SystemExit(2) from None
     engine_options = EngineOptions(simulations=simulations, use_search=use_search,
+                                   net_komi=None if source is None else opened.config.komi,
                                    resign_threshold=args.resign_threshold,
                                    analysis_simulations=args.analysis_sims, net=net,
                                    **({"version": args.version_answer}

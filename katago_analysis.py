@@ -150,12 +150,17 @@ def main(argv=None) -> int:
     engine = AnalysisEngine(config, opened.net, batch_size=args.batch_size,
                             tree_visits=tree_visits, default_visits=args.max_visits,
                             perspective=args.perspective, write=write, log=log,
-                            seed=args.seed, version=program_version())
+                            seed=args.seed, version=program_version(),
+                            net_komi=opened.config.komi)
 
     def read_input() -> None:
-        for line in sys.stdin:
-            engine.submit(line)
-        engine.close(quit_now=args.quit_without_waiting)
+        try:
+            for line in sys.stdin:
+                engine.submit(line)
+        except (OSError, ValueError) as error:   # an unreadable input: end as at its end
+            log(f"katago_analysis: input unreadable ({error}); finishing what is queued")
+        finally:
+            engine.close(quit_now=args.quit_without_waiting)
 
     threading.Thread(target=read_input, name="input", daemon=True).start()
     log(f"katago_analysis: Batched Go Zero {program_version()}, "

@@ -14,7 +14,8 @@ review that sends a game's 60 positions at once, in one query or in 60, searches
 together and the net sees batches of up to `batch_size` leaves.
 
 The rules' komi is one number for the whole batch (GoBatch), so the active positions share
-one komi; a position with another waits until the batch has emptied.
+one komi: when the waiting position of highest priority has another, no new position starts
+until the active ones are answered, then the batch takes that komi.
 
 Answers follow KataGo's analysis engine (field by field in `answer`): values from the
 perspective the query asks for (`reportAnalysisWinratesAs`: BLACK, WHITE or SIDETOMOVE),
@@ -70,8 +71,9 @@ class AnalysisEngine:
 
     def __init__(self, config: Config, net, *, batch_size: int, tree_visits: int,
                  default_visits: int, perspective: str = "SIDETOMOVE", write, log=print,
-                 seed: int = 0, version: str = ""):
+                 seed: int = 0, version: str = "", net_komi: float | None = None):
         n = config.board_size
+        self.net_komi = config.komi if net_komi is None else net_komi
         self.config = config
         self.board_size = n
         self.tree_visits = tree_visits
@@ -111,6 +113,8 @@ class AnalysisEngine:
                 self._queue(request)
         except QueryError as error:
             self.write(error.answer())
+        except Exception as error:    # noqa: BLE001 - a line must never stop the engine
+            self.write({"error": f"could not handle the query: {type(error).__name__}: {error}"})
 
     def close(self, quit_now: bool = False) -> None:
         """The input has ended: finish what is queued (or, with `quit_now`, nothing more)."""
@@ -189,14 +193,17 @@ class AnalysisEngine:
                 return
             self._search_round()
             now = time.monotonic()
-            done = [p for p in self._active.values() if self._done(p, now)]
-            reporting = [p for p in self._active.values() if p not in done
-                         and p.query.report_every > 0
-                         and now - p.last_report >= p.query.report_every]
-            for position, answer in zip(done + reporting, self.answers(done + reporting, now)):
+            with self._condition:     # a terminate flags positions from the reader thread
+                active = list(self._active.values())
+                done = [p for p in active if self._done(p, now)]
+                reporting = [p for p in active if p not in done and p.query.report_every > 0
+                             and now - p.last_report >= p.query.report_every]
+            answers = self.answers(done, final=True) + self.answers(reporting, final=False)
+            for answer in answers:
                 self.write(answer)
-            for position in done:
-                del self._active[position.game]
+            with self._condition:
+                for position in done:
+                    del self._active[position.game]
             for position in reporting:
                 position.last_report = now
 
@@ -212,17 +219,18 @@ class AnalysisEngine:
             free = [g for g in range(self.driver.num_games) if g not in self._active]
             komi = (next(iter(self._active.values())).query.komi if self._active
                     else self._waiting[0].query.komi)
-            taken, kept = [], []
-            while self._waiting and len(taken) < len(free):
-                position = heapq.heappop(self._waiting)
-                (taken if position.query.komi == komi else kept).append(position)
-            for position in kept:
-                heapq.heappush(self._waiting, position)
-        if taken:
-            self.driver.go.komi = komi
-            now = time.monotonic()
-            for game, position in zip(free, taken):
-                self._start(game, position, now)
+            # Positions of the active komi fill the free games in priority order, up to the
+            # first waiting position of another komi: the batch then drains for it.
+            taken = []
+            while (self._waiting and len(taken) < len(free)
+                   and self._waiting[0].query.komi == komi):
+                taken.append(heapq.heappop(self._waiting))
+            if taken:
+                self.driver.go.komi = komi
+                now = time.monotonic()
+                # Started under the lock: a terminate finds every position waiting or active.
+                for game, position in zip(free, taken):
+                    self._start(game, position, now)
         return True
 
     def _start(self, game: int, position: Position, now: float) -> None:
@@ -234,7 +242,8 @@ class AnalysisEngine:
         mask[game] = True
         self.driver.search.reset(mask)
         position.game, position.started, position.last_report = game, now, now
-        position.heads = analysis.Heads(self.driver, game) if self.has_heads else None
+        position.heads = (analysis.Heads(self.driver, game, analysis.komi_shift(
+            position.to_play, self.net_komi, query.komi)) if self.has_heads else None)
         self._active[game] = position
 
     def _target(self, position: Position) -> int:
@@ -273,16 +282,15 @@ class AnalysisEngine:
         with self._write_lock:
             self._write(line)
 
-    def answers(self, positions: list[Position], now: float) -> list[dict]:
-        """The answers of `positions` as their searches stand (final for the finished ones),
-        the net asked once for all their heads and once for all their policies."""
+    def answers(self, positions: list[Position], final: bool) -> list[dict]:
+        """The answers of `positions` as their searches stand, the net asked once for all
+        their heads and once for all their policies."""
         found = [analysis.candidates(self.driver, p.game) for p in positions]
         if self.has_heads:
             analysis.prefetch_heads([(p.heads, [c.action for c in candidates])
                                      for p, candidates in zip(positions, found)])
         policies = self._policies([p.game for p in positions if p.query.include_policy])
-        return [self.answer(p, candidates, policies.get(p.game),
-                            during_search=not self._done(p, now))
+        return [self.answer(p, candidates, policies.get(p.game), during_search=not final)
                 for p, candidates in zip(positions, found)]
 
     def answer(self, position: Position, found: list, policy: list | None,

@@ -115,7 +115,7 @@ def parse_line(line: str, *, board_size: int, default_komi: float, default_visit
     """The query or action of one input line; QueryError when it is refused."""
     try:
         data = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:    # JSONDecodeError, or an int too long
         raise QueryError(f"could not parse JSON: {error}") from None
     if not isinstance(data, dict):
         raise QueryError("a query must be a JSON object")
@@ -125,7 +125,10 @@ def parse_line(line: str, *, board_size: int, default_komi: float, default_visit
                          query_id if isinstance(query_id, (int, float)) else None)
     if "action" in data:
         return _action(data, query_id)
-    return _query(data, query_id, board_size, default_komi, default_visits, perspective)
+    try:
+        return _query(data, query_id, board_size, default_komi, default_visits, perspective)
+    except OverflowError:        # a number too large for a float, where one is read
+        raise QueryError("a number in the query is too large", None, query_id) from None
 
 
 def _action(data: dict, query_id: str) -> Action:

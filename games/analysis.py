@@ -8,7 +8,8 @@ tree has searched it:
 - `principal_variation`: the moves down the most visited edges;
 - `grow`: more search, in chunks, up to a cap on the root's visits (`analysis_cap`);
 - `Heads`: the net's ownership and score-lead estimates of the root and of the positions after
-  the searched moves (a net with the auxiliary heads), each asked for once.
+  the searched moves (a net with the auxiliary heads), each asked for once; the lead is
+  corrected for a komi other than the net's (`komi_shift`), the win rate cannot be.
 
 Values are from the view of the side to move at the root: Q in [-1, 1], win rate (1 + Q) / 2,
 score lead in points with komi included. The tree keeps no variance, so the LCB is the win
@@ -138,9 +139,12 @@ class Heads:
     for once: the root's on first use, a searched move's the first time it is reported (its
     node's slot holds the position after it). Make a new one when the position changes."""
 
-    def __init__(self, driver, game: int = 0):
+    def __init__(self, driver, game: int = 0, lead_shift: float = 0.0):
         self.driver = driver
         self.game = game
+        # Added to every lead: the net's score head counts the komi it trained with, so a
+        # game at another komi shifts the lead by the difference (`komi_shift`).
+        self.lead_shift = lead_shift
         self._root = None
         self._moves: dict[int, tuple] = {}    # action -> (ownership, score), mover's view
 
@@ -149,13 +153,15 @@ class Heads:
         return self._root_heads()[0]
 
     def root_score(self) -> float:
-        return self._root_heads()[1]
+        return self._root_heads()[1] + self.lead_shift
 
     def move_score(self, action: int | None) -> float:
         """The mover's expected lead after `action` (None, or a move not searched: the
         root's), in points."""
         self.prefetch([] if action is None else [action])
-        return self._moves[action][1] if action in self._moves else self.root_score()
+        if action in self._moves:
+            return self._moves[action][1] + self.lead_shift
+        return self.root_score()
 
     def move_ownership(self, action: int) -> np.ndarray:
         """The expected owners after `action`, +1 the mover's (the root's if not searched)."""
@@ -193,6 +199,12 @@ class Heads:
         if self._root is None:
             self.prefetch([])
         return self._root
+
+
+def komi_shift(mover: int, net_komi: float, komi: float) -> float:
+    """What to add to the net's score lead for `mover` (+1 Black, -1 White) when the game's
+    komi is not the one the net's score head learnt: komi counts against Black."""
+    return mover * (net_komi - komi)
 
 
 def prefetch_heads(requests) -> None:

@@ -636,13 +636,15 @@ def checkpoint_vs_checkpoint(config: Config, net_a, net_b, games: int, simulatio
                              seed: int = 0, parallel: int | None = None, *, opening_moves: int = 0,
                              random_openings: int = RANDOM_OPENINGS,
                              names: tuple[str, str] = ("A", "B")) -> MatchReport:
-    """Two nets (evaluators) against each other, each searching its own moves through its own
+    """Two nets (evaluators, or NetEntry for a net with its own input planes: a run's net
+    before its planes grew) against each other, each searching its own moves through its own
     SearchingGames, all games in one batch per net; wins are net_a's."""
     parallel = _parallel(games, parallel)
-    player_a = NetPlayer(config, net_a, parallel, simulations, seed=seed,
-                         opening_moves=opening_moves, name=names[0])
-    player_b = NetPlayer(config, net_b, parallel, simulations, seed=seed + 1,
-                         opening_moves=opening_moves, name=names[1])
+    player_a, player_b = (
+        NetPlayer(config.with_inputs_of(net.config) if isinstance(net, NetEntry) else config,
+                  net.evaluator if isinstance(net, NetEntry) else net, parallel, simulations,
+                  seed=seed + offset, opening_moves=opening_moves, name=name)
+        for offset, (net, name) in enumerate(zip((net_a, net_b), names)))
     return play_match(config, player_a, player_b, games, parallel=parallel, seed=seed,
                       random_openings=random_openings)
 

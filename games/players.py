@@ -22,7 +22,7 @@ from pathlib import Path
 
 from games.matches import NetEntry
 from training.config import Config
-from training.nets import SHIPPED_MODEL, NetOpenError, OpenedNet, open_net, read_config
+from training.nets import SHIPPED_MODEL, NetOpenError, OpenedNet, open_net, read_net_config
 from training.options import DEFAULT_BOARD_SIZE, PlayerSpec
 from training.run_directory import RunDirectory
 
@@ -61,9 +61,10 @@ def net_source(args: argparse.Namespace) -> NetSource | None:
 
 
 def read_source(source: NetSource) -> tuple[Config, Path]:
-    """(the net's config, its run directory or model file), without loading weights."""
+    """(the config the net plays with, its run directory or model file), without TensorFlow:
+    for a run, that of the checkpoint that will be opened (training.nets.read_net_config)."""
     try:
-        return read_config(source.path)
+        return read_net_config(source.path, source.checkpoint)
     except NetOpenError as error:
         raise SetupError(str(error)) from None
 
@@ -125,11 +126,13 @@ class Checkpoints:
             raise SetupError(f"{self.run.path} has no checkpoint")
         return iterations[-1] if which == "latest" else int(which)
 
-    def net(self, iteration: int):
-        """The checkpoint's net; SetupError if it is gone (the loop keeps only the last few)."""
+    def net(self, iteration: int) -> NetEntry:
+        """The checkpoint's net with the config it plays under (its own input planes: a run
+        may have grown them); SetupError if it is gone (the loop keeps only the last few)."""
         if iteration not in self.loaded:
-            self.loaded[iteration] = open_source(NetSource(self.run.path, iteration),
-                                                 batch_size=self.batch_size, log=self.log).net
+            opened = open_source(NetSource(self.run.path, iteration), batch_size=self.batch_size,
+                                 log=self.log)
+            self.loaded[iteration] = NetEntry(opened.net, opened.config)
         return self.loaded[iteration]
 
 

@@ -68,6 +68,7 @@ class EngineOptions:
     name: str = "Batched Go Zero"
     version: str = field(default_factory=program_version)   # the program's, pyproject.toml's
     net: str = "a net"                   # which net plays (bgz-net): run, iteration, shape
+    net_komi: float | None = None        # the komi the net trained with (None: the config's)
 
 
 @dataclass
@@ -599,7 +600,10 @@ class GoEngine:
         is written only when the search grew since the last one, so once the cap is reached
         nothing more is sent (the lines would repeat) until the next command."""
         self.prepare(colour)
-        heads = analysis.Heads(self.driver) if self.has_ownership else None
+        net_komi = self.config.komi if self.options.net_komi is None else self.options.net_komi
+        heads = (analysis.Heads(self.driver, 0, analysis.komi_shift(colour, net_komi,
+                                                                    self.go.komi))
+                 if self.has_ownership else None)
         interval = interval_cs / 100
         next_report = time.monotonic() + interval
         reported = None           # root visits at the last line written

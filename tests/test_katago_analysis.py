@@ -265,3 +265,33 @@ def test_a_command_line_it_cannot_use_is_refused_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, "katago_analysis.py", "gtp"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "invalid choice" in done.stderr
+
+
+def test_a_number_too_large_is_an_error_and_the_engine_goes_on(engine):
+    base = {"moves": [], "rules": "chinese", "boardXSize": N, "boardYSize": N, "maxVisits": 8}
+    engine.send(json.dumps({**base, "id": "huge", "komi": 10 ** 400}))
+    answer = engine.read()
+    assert answer["id"] == "huge" and "too large" in answer["error"]
+    # Over Python's 4,300 digits for an int: json.loads itself refuses it.
+    engine.send(json.dumps({**base, "id": "long"})[:-1] + ', "komi": ' + "9" * 5000 + "}")
+    assert engine.read()["error"].startswith("could not parse JSON")
+    engine.send(json.dumps({**base, "id": "fine"}))
+    assert engine.read()["id"] == "fine"
+
+
+def test_the_score_lead_follows_the_querys_komi(engine):
+    """The net's score head learnt komi 7.5: at komi 6.5 Black leads by one point more, and the
+    search (no finished game within its reach) is the same, so exactly one point."""
+    moves, _ = reference_game(5)
+    leads = {}
+    for komi in (7.5, 6.5):
+        engine.send(katrain_query(f"komi{komi}", moves, [5], maxVisits=16, komi=komi,
+                                  rules="chinese", reportDuringSearchEvery=0))
+        answer = engine.read()
+        leads[komi] = answer
+    assert leads[6.5]["rootInfo"]["scoreLead"] == pytest.approx(
+        leads[7.5]["rootInfo"]["scoreLead"] + 1.0, abs=1e-6)
+    assert leads[6.5]["rootInfo"]["winrate"] == pytest.approx(leads[7.5]["rootInfo"]["winrate"])
+    first = {i["move"]: i["scoreLead"] for i in leads[7.5]["moveInfos"]}
+    for info in leads[6.5]["moveInfos"]:
+        assert info["scoreLead"] == pytest.approx(first[info["move"]] + 1.0, abs=1e-6)

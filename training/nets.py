@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -163,6 +164,21 @@ def _source_weights(source, checkpoint, fit, log):
     return config, path, _model_weights(state), iteration, f"{path.name} iteration {iteration}"
 
 
+def read_net_config(source: str | os.PathLike, checkpoint: int | None = None) -> tuple[Config, Path]:
+    """(the config a net plays with, its run directory or model file), without TensorFlow:
+    a model file's own; for a run, its newest readable checkpoint's (or iteration
+    `checkpoint`'s): config.json scheduled to the checkpoint's position and grown as its
+    weights are, since a run that grew holds checkpoints of several shapes."""
+    config, path, _, _, _ = _source_weights(source, checkpoint, lambda c, w: None, _to_stderr)
+    return config, path
+
+
+def _to_stderr(message: str) -> None:
+    """Where readers without a log of their own report a damaged checkpoint passed over:
+    stdout may be a protocol's (the GTP and JSON engines) or a report's."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def schedule_position(counters: dict) -> int:
     """A run's position in its schedule: the self-play positions behind its net, those of a
     warm start's source (`schedule_start`) included."""
@@ -275,7 +291,7 @@ def with_source_shape(config: Config, source: str | os.PathLike,
     did not set the field explicitly: a warm start needs no shape flags, and a flag given is
     an asked-for change (growth) that init_weights checks. Also returns the "field value"
     pairs taken over, for the start-up line."""
-    source_config = _source_weights(source, None, lambda config, weights: None, print)[0]
+    source_config = _source_weights(source, None, lambda config, weights: None, _to_stderr)[0]
     taken = {name: getattr(source_config, name) for name in Config.SHAPE_FIELDS
              if name not in explicit}
     changed = [f"{name} {value}" for name, value in taken.items()
@@ -288,7 +304,8 @@ def warm_start_position(config: Config, source: str | os.PathLike) -> int:
     position when it keeps one (runs and model files written since the schedule came), else
     the first position whose scheduled net is as grown as the source's
     (Config.schedule_start). NetOpenError as read_weights."""
-    source_config, path, _, iteration, _ = _source_weights(source, None, lambda c, w: None, print)
+    source_config, path, _, iteration, _ = _source_weights(source, None, lambda c, w: None,
+                                                           _to_stderr)
     if is_model_file(path):
         counters = model_info(path)
     else:
