@@ -217,7 +217,7 @@ class TrainingLoop:
             return
         if init_from is not None:
             log(f"--init-from {init_from} ignored: {self.run.path} resumes from its own checkpoint")
-        state, counters = loaded   # the state is loaded: accept= did it
+        _, counters = loaded   # the state is loaded: accept= did it
         self.counters.update(counters)
         self.counters.setdefault("schedule_start", 0)   # a run from before the schedule
         wanted = self.base.scheduled(schedule_position(self.counters))
@@ -354,7 +354,7 @@ class TrainingLoop:
         new = new.overridden(blocks=max(new.blocks, old.blocks),
                              aux_heads=new.aux_heads or old.aux_heads,
                              extra_features=new.extra_features or old.extra_features)
-        changes = [change for change in new.changes_from(old)]
+        changes = new.changes_from(old)
         if not changes:
             return []
         grows = any(getattr(old, name) != getattr(new, name) for name in Config.GROWTH_FIELDS)
