@@ -192,7 +192,8 @@ class TrainingLoop:
 
     def _new_buffer(self) -> ReplayBuffer:
         config = self.config
-        return ReplayBuffer(config.replay_window, config.board_size, config.input_planes)
+        return ReplayBuffer(config.replay_window, config.board_size, config.board_planes,
+                            config.komi_input)
 
     def _resume(self, init_from: str | None) -> None:
         try:
@@ -224,7 +225,8 @@ class TrainingLoop:
         have = self.config                # the checkpoint's shape (_load_state)
         wanted = wanted.overridden(blocks=max(wanted.blocks, have.blocks),
                                    aux_heads=wanted.aux_heads or have.aux_heads,
-                                   extra_features=wanted.extra_features or have.extra_features)
+                                   extra_features=wanted.extra_features or have.extra_features,
+                                   komi_input=wanted.komi_input or have.komi_input)
         if any(getattr(wanted, name) != getattr(have, name) for name in Config.GROWTH_FIELDS):
             # The schedule stands past a growth this checkpoint lacks (a schedule given
             # since): grow it now, as the loop would have.
@@ -232,7 +234,7 @@ class TrainingLoop:
                 f"larger net than checkpoint {counters['iteration']}: growing it ("
                 + ", ".join(wanted.changes_from(have)) + ")")
             self.trainer = grow_trainer(self.trainer, have, wanted)
-            if wanted.extra_features != have.extra_features:
+            if wanted.input_planes != have.input_planes:
                 self.counters["replay_since"] = self.counters["iteration"]
         self.config = wanted
         self.trainer.set_learning_rates(self.config.learning_rates)
@@ -261,7 +263,7 @@ class TrainingLoop:
             batch = self.selfplay.play(config.positions_per_iteration,
                                        progress=lambda done: bar.update(done - bar.n))
         targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
-                   batch.final)
+                   batch.final, batch.komi)
         atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(*targets),
                                                     "weights_version": batch.weights_version})
         self.buffer.add(*targets)
@@ -353,7 +355,8 @@ class TrainingLoop:
         # The net never shrinks (a warm start's source may be larger than the schedule's).
         new = new.overridden(blocks=max(new.blocks, old.blocks),
                              aux_heads=new.aux_heads or old.aux_heads,
-                             extra_features=new.extra_features or old.extra_features)
+                             extra_features=new.extra_features or old.extra_features,
+                             komi_input=new.komi_input or old.komi_input)
         changes = new.changes_from(old)
         if not changes:
             return []
@@ -362,7 +365,7 @@ class TrainingLoop:
             from architectures import CompiledNet   # loaded already: TensorFlow is deferred
             self.trainer = grow_trainer(self.trainer, old, new)
             self.net = CompiledNet(self.trainer.model, new.num_games, shapes=8)
-            if new.extra_features != old.extra_features:
+            if new.input_planes != old.input_planes:
                 # Stored positions lack the new planes: the replay restarts, as in a warm start.
                 self.config = new
                 self.buffer = self._new_buffer()
@@ -475,10 +478,12 @@ class TrainingLoop:
 
     def _write_sgf(self, iteration: int, games) -> None:
         for index, game in enumerate(games[:self.config.sgf_samples]):
-            data = game_to_sgf(self.config.board_size, self.config.komi, game.moves,
+            data = game_to_sgf(self.config.board_size, game.komi, game.moves,
                                result_text(game.result, game.score, game.resigned),
                                black="self-play", white="self-play",
-                               comment=f"iteration {iteration}, self-play game {index}")
+                               comment=f"iteration {iteration}, self-play game {index}",
+                               first_player=-1 if game.handicap else 1,
+                               handicap=game.handicap)
             atomic_write_bytes(self.run.sgf / f"iter_{iteration:06d}_game_{index}.sgf", data)
 
     def _tensorboard(self, record: dict) -> None:

@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from games.selfplay import SelfPlay
+from kernels.go_batch import with_komi_plane
 from training.config import Config
 from training.distillation import mean_kl, positions_per_second, teacher_targets
 from training.nets import NetOpenError, open_net
@@ -55,6 +56,12 @@ def check(args, parser) -> None:
         parser.error("--held-out-positions must be at least 1")
 
 
+def net_input(batch, komi_input: bool) -> np.ndarray:
+    """The nets' input planes of self-play positions: the komi plane goes back on for nets
+    that read it (self-play keeps the 0/1 planes and each position's komi apart)."""
+    return with_komi_plane(batch.planes, batch.komi) if komi_input else batch.planes
+
+
 def main(argv=None) -> int:
     config, args = Config.from_args(
         argv, description="Distil a teacher net into a student run.", add_arguments=add_arguments,
@@ -65,7 +72,7 @@ def main(argv=None) -> int:
         log(f"distill: {error}")
         return 2
     mismatched = [f"{name}: teacher {getattr(teacher.config, name)}, student {getattr(config, name)}"
-                  for name in ("board_size", "history", "komi")
+                  for name in ("board_size", "history", "komi", "komi_input")
                   if getattr(teacher.config, name) != getattr(config, name)]
     if mismatched:
         log(f"distill: the student must play the teacher's game ({'; '.join(mismatched)}); "
@@ -82,7 +89,8 @@ def main(argv=None) -> int:
         resign_threshold=-1.0)
     iteration = student.counters["iteration"]
     held_games = SelfPlay(teacher_config, teacher.net, seed=config.seed * 1_000_003 + 999_999)
-    held = teacher_targets(teacher.net, held_games.play(args.held_out_positions).planes,
+    held = teacher_targets(teacher.net, net_input(held_games.play(args.held_out_positions),
+                                                   config.komi_input),
                            args.temperature)
     speed_planes = held.planes[:config.num_games]
     teacher_speed = positions_per_second(teacher.net, speed_planes)
@@ -97,7 +105,7 @@ def main(argv=None) -> int:
     while student.counters["iteration"] < goal:
         started = time.perf_counter()
         batch = games.play(config.positions_per_iteration)
-        targets = teacher_targets(teacher.net, batch.planes, args.temperature)
+        targets = teacher_targets(teacher.net, net_input(batch, config.komi_input), args.temperature)
         steps = max(1, int(np.ceil(len(targets) * config.sample_reuse / config.train_batch_size)))
         losses = student.train(targets, steps, rng)
         record = {**losses, "positions": len(targets), "teacher_games": len(batch.games),

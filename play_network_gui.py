@@ -2,12 +2,14 @@
 
     python play_network_gui.py [--run NAME|PATH [--checkpoint K] | --model FILE]
                                [--no-search | --sims S] [--color black|white] [--komi K]
+                               [--handicap 2|3|4]
                                [--save-dir DIR]
 
 With neither --run nor --model it plays the shipped 9x9 model, models/9x9.npz.
 
 Click a point to play. Keys (and the buttons beside the board): P pass, U undo, R resign,
-N new game, C swap colours, S save SGF, H heatmap of the net's policy (or the search's visit
+N new game, A handicap (a new game with none, 2, 3 or 4 black stones at the fixed points,
+White first; --handicap starts with one), C swap colours, S save SGF, H heatmap of the net's policy (or the search's visit
 counts) with its value estimate, O the net's territory estimate (a net trained with
 --aux-heads true: who it expects to own each point, and its expected score), M search on/off,
 Esc quit. The net answers from its policy
@@ -78,6 +80,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         default="black", help="the colour you play (default black)")
     parser.add_argument("--save-dir", type=Path, default=None,
                         help="where S saves games as SGF (default: RUN/gui_games)")
+    parser.add_argument("--handicap", type=int, default=0, choices=(0, 2, 3, 4),
+                        help="black handicap stones at the fixed points, White first (default "
+                             "0; A in the window cycles it)")
     args = parser.parse_args(argv)
     options.check_shared(args, parser)
     if args.sims is not None and args.no_search:
@@ -106,11 +111,16 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
                               human_colour=BLACK if args.colour == "black" else WHITE,
                               net_name=net.label,
                               ownership=net.ownership if net.has_aux_heads else None)
+        if args.handicap and not session.new_game(args.handicap):
+            raise SetupError(f"--handicap {args.handicap}: {session.message}")
     except BaseException:
         net.close()
         raise
     session.message = (f"You play {colour_name(session.human_colour)}. Click a point to play; "
                        f"P passes, two passes end the game.")
+    if session.handicap_points:
+        session.message = (f"Handicap {len(session.handicap_points)}, White first: you play "
+                           f"{colour_name(session.human_colour)}. Click a point to play.")
     if args.save_dir is not None:
         save_dir = args.save_dir
     elif run_path.is_dir():   # beside the net, in the run directory

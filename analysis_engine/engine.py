@@ -13,9 +13,8 @@ with a partial answer (`isDuringSearch`) every `reportDuringSearchEvery` seconds
 review that sends a game's 60 positions at once, in one query or in 60, searches them
 together and the net sees batches of up to `batch_size` leaves.
 
-The rules' komi is one number for the whole batch (GoBatch), so the active positions share
-one komi: when the waiting position of highest priority has another, no new position starts
-until the active ones are answered, then the batch takes that komi.
+Each position carries its query's komi (GoBatch keeps a komi per slot), so queries of
+different komis search in one batch; a net that reads the komi (Config.komi_input) sees it.
 
 Answers follow KataGo's analysis engine (field by field in `answer`): values from the
 perspective the query asks for (`reportAnalysisWinratesAs`: BLACK, WHITE or SIDETOMOVE),
@@ -217,16 +216,11 @@ class AnalysisEngine:
             if self._quit_now:
                 return False
             free = [g for g in range(self.driver.num_games) if g not in self._active]
-            komi = (next(iter(self._active.values())).query.komi if self._active
-                    else self._waiting[0].query.komi)
-            # Positions of the active komi fill the free games in priority order, up to the
-            # first waiting position of another komi: the batch then drains for it.
+            # Waiting positions fill the free games in priority order, each at its own komi.
             taken = []
-            while (self._waiting and len(taken) < len(free)
-                   and self._waiting[0].query.komi == komi):
+            while self._waiting and len(taken) < len(free):
                 taken.append(heapq.heappop(self._waiting))
             if taken:
-                self.driver.go.komi = komi
                 now = time.monotonic()
                 # Started under the lock: a terminate finds every position waiting or active.
                 for game, position in zip(free, taken):
@@ -236,6 +230,7 @@ class AnalysisEngine:
     def _start(self, game: int, position: Position, now: float) -> None:
         query = position.query
         replayer = Replayer(self.driver.go, slot=game)
+        self.driver.go.set_komi(query.komi, [game])   # kept through the replay's resets
         position.to_play = query.to_play(position.turn)
         replayer.replay(self._events(query, position.turn), position.to_play)
         mask = np.zeros(self.driver.num_games, bool)
@@ -243,7 +238,8 @@ class AnalysisEngine:
         self.driver.search.reset(mask)
         position.game, position.started, position.last_report = game, now, now
         position.heads = (analysis.Heads(self.driver, game, analysis.komi_shift(
-            position.to_play, self.net_komi, query.komi)) if self.has_heads else None)
+            position.to_play, self.net_komi, query.komi, self.config.komi_input))
+            if self.has_heads else None)
         self._active[game] = position
 
     def _target(self, position: Position) -> int:

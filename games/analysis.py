@@ -201,10 +201,11 @@ class Heads:
         return self._root
 
 
-def komi_shift(mover: int, net_komi: float, komi: float) -> float:
+def komi_shift(mover: int, net_komi: float, komi: float, reads_komi: bool = False) -> float:
     """What to add to the net's score lead for `mover` (+1 Black, -1 White) when the game's
-    komi is not the one the net's score head learnt: komi counts against Black."""
-    return mover * (net_komi - komi)
+    komi is not the one the net's score head learnt: komi counts against Black. Nothing for a
+    net that reads the game's komi (Config.komi_input): its lead counts it already."""
+    return 0.0 if reads_komi else mover * (net_komi - komi)
 
 
 def prefetch_heads(requests) -> None:

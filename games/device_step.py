@@ -111,7 +111,7 @@ class DeviceEvaluation:
             planes = self._planes[:k]
             finished = self._finished[:k]
             backend.leaf_step(device[:k], device[k:2 * k], device[2 * k:], mode, self.history,
-                              self.go.extra_features, self.sensible, self.go.komi, planes,
+                              self.go.extra_features, self.sensible, self.go.komi_input, planes,
                               legal, terminal, finished)
             if self._on_device_logits:
                 policy, value = self.evaluator.logits_and_value(planes)

@@ -115,7 +115,8 @@ class SearchingGames:
         self.go = GoBatch(num_games, n, komi=config.komi, superko=config.superko,
                           backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,
-                          extra_features=config.extra_features, seed=seed, num_threads=num_threads,
+                          extra_features=config.extra_features, komi_input=config.komi_input,
+                          seed=seed, num_threads=num_threads,
                           num_slots=num_games * (1 + self.search.max_nodes))
         self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
                        if gumbel_considered > 0 else None)

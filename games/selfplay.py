@@ -2,7 +2,8 @@
 finished game hands its positions over and a new game starts in its place at once.
 
 Per game in flight (preallocated, G games, L = max_moves):
-    planes   uint8   [G, L, N, N, C]  input planes of each position played
+    planes   uint8   [G, L, N, N, C]  input planes of each position played, but the komi plane
+    komi     float32 [G, L]           the game's komi for the side to move (+ for White)
     policy   float32 [G, L, A]        root visit distribution (the policy target)
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
@@ -13,6 +14,10 @@ view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
 also get the auxiliary targets (replay_buffer.py): the final position's area ownership
 (games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
 to_play; a resigned game has no final position, so its positions are marked not final.
+
+Each game draws its komi (Config.komi_spread, komi_wide_share; `draw_komi`), and a share of
+games (Config.handicap_share) starts from 2-4 black stones at random points off the edge with
+White to move (games/handicap.py); the finished game carries both for its SGF record.
 
 With Gumbel root selection (config.gumbel_considered > 0) the move and the policy target
 come from py_util/gumbel.py instead of visit counts and temperature.
@@ -29,10 +34,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from games.handicap import random_handicap_points
 from games.search import SearchingGames, game_results
 from games.territory import area_ownership
 from kernels.go_batch import resolve_backend
 from training.config import Config
+
+
+def draw_komi(config: Config, count: int, rng: np.random.Generator) -> np.ndarray:
+    """float64 (count,): self-play komis, rounded to half points: most from a normal law
+    around config.komi (standard deviation komi_spread), a share komi_wide_share uniform
+    within config.komi +- board_size ** 2 / 4."""
+    komi = config.komi + config.komi_spread * rng.standard_normal(count)
+    wide = rng.random(count) < config.komi_wide_share
+    reach = config.board_size ** 2 / 4
+    komi[wide] = config.komi + rng.uniform(-reach, reach, int(wide.sum()))
+    return np.round(2 * komi) / 2
 
 
 @dataclass
@@ -42,6 +59,8 @@ class FinishedGame:
     score: float           # area score minus komi of the final position (nan if resigned)
     resigned: bool
     full_searches: int = 0     # moves searched fully (the game's training positions)
+    komi: float = 7.5
+    handicap: tuple = ()       # black stones set before the first move (White then moves first)
 
 
 @dataclass
@@ -52,6 +71,7 @@ class SelfPlayBatch:
     ownership: np.ndarray      # int8 (k, N, N), see the module docstring
     score: np.ndarray          # float32 (k,)
     final: np.ndarray          # bool (k,)
+    komi: np.ndarray           # float32 (k,): the game's komi for the side to move
     weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
@@ -85,7 +105,10 @@ class SelfPlay:
                                      forced_playouts=config.forced_playouts,
                                      gumbel_considered=config.gumbel_considered)
         self.rng = np.random.default_rng(seed + 1)
-        self.planes = np.zeros((games, length, n, n, config.input_planes), np.uint8)
+        self.planes = np.zeros((games, length, n, n, config.board_planes), np.uint8)
+        self.komi = np.zeros((games, length), np.float32)
+        self.game_komi = np.full(games, config.komi)
+        self.handicap: list[tuple] = [() for _ in range(games)]
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
@@ -105,6 +128,20 @@ class SelfPlay:
 
     def _start_games(self, games: np.ndarray) -> None:
         self.driver.new_games(games)
+        config, go, chosen = self.config, self.driver.go, np.flatnonzero(games)
+        if config.komi_spread or config.komi_wide_share:
+            self.game_komi[chosen] = draw_komi(config, len(chosen), self.rng)
+            go.set_komi(self.game_komi[chosen], chosen)
+        handicapped = chosen[self.rng.random(len(chosen)) < config.handicap_share]
+        n = config.board_size
+        for game in chosen:
+            self.handicap[game] = ()
+        for game in handicapped:
+            points = random_handicap_points(n, int(self.rng.integers(2, 5)), self.rng)
+            stones = np.zeros(n * n, np.int8)
+            stones[points] = 1
+            go.set_board(stones.reshape(1, n, n), np.array([-1]), slots=[game])
+            self.handicap[game] = tuple(int(point) for point in points)
         self.resigned_by[games] = 0
         self.would_resign[games] = 0
         self.playthrough[games] = self.rng.random(int(games.sum())) < self.config.resign_playthrough
@@ -114,7 +151,7 @@ class SelfPlay:
         (benchmarks) until every game made `max_moves` moves, whichever comes first."""
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
-        planes, policy, value, versions, finished = [], [], [], [], []
+        planes, policy, value, versions, finished, komi = [], [], [], [], [], []
         ownership, score, final = [], [], []
         collected = false_resigns = playthrough_resigns = played = moves = 0
         while collected < num_positions and (max_moves is None or moves < max_moves):
@@ -131,6 +168,7 @@ class SelfPlay:
                 score.append(positions[4])
                 final.append(positions[5])
                 versions.append(positions[6])
+                komi.append(positions[7])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -140,12 +178,13 @@ class SelfPlay:
             self._start_games(done)
         n = self.config.board_size
         return SelfPlayBatch(
-            planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.input_planes), np.uint8),
+            planes=np.concatenate(planes) if planes else np.zeros((0, n, n, self.config.board_planes), np.uint8),
             policy=np.concatenate(policy) if policy else np.zeros((0, self.config.num_actions), np.float32),
             value=np.concatenate(value) if value else np.zeros(0, np.float32),
             ownership=np.concatenate(ownership) if ownership else np.zeros((0, n, n), np.int8),
             score=np.concatenate(score) if score else np.zeros(0, np.float32),
             final=np.concatenate(final) if final else np.zeros(0, bool),
+            komi=np.concatenate(komi) if komi else np.zeros(0, np.float32),
             weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
@@ -169,9 +208,11 @@ class SelfPlay:
         move_number = go.to_numpy(go.move_count())
         rows = np.arange(config.num_games)
         self.full[rows, move_number] = full
-        self.planes[rows, move_number] = go.to_numpy(go.features(config.history).astype(np.uint8))
+        features = go.features(config.history)[..., :config.board_planes]   # no komi plane
+        self.planes[rows, move_number] = go.to_numpy(features.astype(np.uint8))
         to_play = go.to_numpy(go.to_play())
         self.to_play[rows, move_number] = to_play
+        self.komi[rows, move_number] = -to_play * self.game_komi   # komi counts for White
         if driver.gumbel is not None:
             # The Gumbel draw samples the move; its target is the improved policy.
             self.policy[rows, move_number] = driver.gumbel.policy_targets(driver.search)
@@ -204,7 +245,8 @@ class SelfPlay:
             result = float(game_results(go, [game])[0])
         record = FinishedGame(moves=self.moves[game, :length].tolist(), result=result, score=score,
                               resigned=bool(self.resigned_by[game]),
-                              full_searches=int(self.full[game, :length].sum()))
+                              full_searches=int(self.full[game, :length].sum()),
+                              komi=float(self.game_komi[game]), handicap=self.handicap[game])
         if self.resigned_by[game]:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]
@@ -221,4 +263,4 @@ class SelfPlay:
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
                         values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
                         (score * side).astype(np.float32), np.full(len(side), final),
-                        self.version[game, :length][kept])
+                        self.version[game, :length][kept], self.komi[game, :length][kept])

@@ -130,16 +130,17 @@ def read_sgf(data: bytes) -> SgfRecord:
 
 def game_to_sgf(board_size: int, komi: float, moves: list[int], result: str,
                 black: str = "", white: str = "", comment: str = "",
-                first_player: int = 1) -> bytes:
-    """An SGF record of a game from the empty board; moves are flat indices, pass = N*N,
-    alternating from `first_player` (+1 black)."""
-    nodes = [SgfNode(comment=comment)]
+                first_player: int = 1, handicap: tuple = ()) -> bytes:
+    """An SGF record of a game from the empty board, or from `handicap` black stones (flat
+    indices, set up in the root with HA); moves are flat indices, pass = N*N, alternating
+    from `first_player` (+1 black)."""
+    nodes = [SgfNode(comment=comment, add_black=[int(point) for point in handicap])]
     colour = first_player
     for move in moves:
         nodes.append(SgfNode(colour=colour, move=int(move)))
         colour = -colour
     return write_sgf(SgfRecord(board_size=board_size, komi=komi, nodes=nodes, result=result,
-                               black=black, white=white))
+                               black=black, white=white, handicap=len(handicap)))
 
 
 def sgf_to_moves(data: bytes) -> tuple[int, float, list[tuple[int, int]]]:

@@ -44,6 +44,7 @@ from games.search import SearchingGames
 from games.territory import position_settled, stone_groups
 from gtp.files import FileRefused, read_regular_file, write_regular_file
 from games.game_record import GameRecord, Move, Replayer, Setup
+from games.handicap import fixed_handicap_vertices
 from gtp.protocol import GtpError, Stream
 from gtp.version import program_version
 from kernels import coords
@@ -601,8 +602,8 @@ class GoEngine:
         nothing more is sent (the lines would repeat) until the next command."""
         self.prepare(colour)
         net_komi = self.config.komi if self.options.net_komi is None else self.options.net_komi
-        heads = (analysis.Heads(self.driver, 0, analysis.komi_shift(colour, net_komi,
-                                                                    self.go.komi))
+        heads = (analysis.Heads(self.driver, 0, analysis.komi_shift(
+            colour, net_komi, self.go.komi, self.config.komi_input))
                  if self.has_ownership else None)
         interval = interval_cs / 100
         next_report = time.monotonic() + interval
@@ -757,26 +758,6 @@ def _parse_seconds(args) -> list[float]:
     if min(values, default=0) < 0:
         raise GtpError("syntax error")
     return values
-
-
-def fixed_handicap_vertices(board_size: int, stones: int) -> list[str] | None:
-    """The vertices of GTP's fixed handicap placement (corners, then sides, then the centre;
-    the third line below 12x12, the fourth from there), None where it is not defined: boards
-    below 7x7, fewer than 2 stones, more than 4 on even or 7x7 boards, more than 9."""
-    most = 9 if board_size % 2 and board_size >= 9 else 4
-    if board_size < 7 or not 2 <= stones <= most:
-        return None
-    low = 3 if board_size >= 12 else 2             # columns and rows counted from 0
-    high, mid = board_size - 1 - low, board_size // 2
-    points = [(low, low), (high, high), (low, high), (high, low)][:min(stones, 4)]
-    if stones >= 6:
-        points += [(low, mid), (high, mid)]
-    if stones >= 8:
-        points += [(mid, low), (mid, high)]
-    if stones % 2 and stones >= 5:
-        points.append((mid, mid))
-    return [coords.to_gtp(coords.to_flat(board_size - 1 - row, col, board_size), board_size)
-            for col, row in points]                 # row: GTP's row number - 1
 
 
 def _split_filename(args) -> tuple[str | None, list[str]]:

@@ -1,7 +1,8 @@
 """Clicks and keys turned into commands, and commands into game actions: plain functions of
 plain values (pixel positions, pygame key names), so the tests need no window.
 
-    P pass   U / Backspace undo   R resign   N new game   C swap colours   S save SGF
+    P pass   U / Backspace undo   R resign   N new game   A handicap (none, 2, 3, 4 stones)
+    C swap colours   S save SGF
     H heatmap (policy or visits) and value   O the net's territory estimate   M search on/off
     Esc / Q quit
 """
@@ -20,6 +21,7 @@ class Command(Enum):
     UNDO = "undo"
     RESIGN = "resign"
     NEW_GAME = "new game"
+    HANDICAP = "handicap"
     SWAP_COLOURS = "swap colours"
     SAVE_SGF = "save SGF"
     TOGGLE_OVERLAY = "heatmap"
@@ -34,6 +36,7 @@ KEY_COMMANDS = {
     "backspace": Command.UNDO,
     "r": Command.RESIGN,
     "n": Command.NEW_GAME,
+    "a": Command.HANDICAP,
     "c": Command.SWAP_COLOURS,
     "s": Command.SAVE_SGF,
     "h": Command.TOGGLE_OVERLAY,
@@ -49,6 +52,7 @@ BUTTONS = (
     (Command.UNDO, "Undo", "U"),
     (Command.RESIGN, "Resign", "R"),
     (Command.NEW_GAME, "New game", "N"),
+    (Command.HANDICAP, "Handicap", "A"),
     (Command.SWAP_COLOURS, "Swap colours", "C"),
     (Command.SAVE_SGF, "Save SGF", "S"),
     (Command.TOGGLE_OVERLAY, "Heatmap", "H"),
@@ -120,6 +124,8 @@ def dispatch(session, command: Command, move: int | None = None,
         session.resign()
     elif command is Command.NEW_GAME:
         session.new_game()
+    elif command is Command.HANDICAP:
+        session.next_handicap()
     elif command is Command.SWAP_COLOURS:
         session.swap_colours()
     elif command is Command.SAVE_SGF:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from games import analysis as search_analysis
+from games.handicap import fixed_handicap_vertices
 from games.search import SearchingGames
 from games.sgf_records import game_to_sgf, result_text
 from games.territory import area_counts, area_ownership
@@ -186,6 +187,8 @@ class GameSession:
         self._position = 0                  # counts the snapshots, one per change of position
         self.moves: list[int] = []
         self._history: list = []            # GoBatch snapshot before each move
+        self.handicap = 0                   # stones of the games `new_game` starts
+        self.handicap_points: tuple = ()    # this game's handicap stones (White moves first)
         self.resigned_by = 0
         self.message = ""
         self.analysis: Analysis | None = None
@@ -349,16 +352,41 @@ class GameSession:
         self.message = f"You resign: {self.view.result}. U takes it back, N starts a new game."
         return True
 
-    def new_game(self) -> bool:
+    def new_game(self, handicap: int | None = None) -> bool:
+        """A new game, with `handicap` black stones from now on when given (0: none): at
+        GTP's fixed points, and White moves first."""
+        if handicap is not None:
+            if handicap and fixed_handicap_vertices(self.board_size, handicap) is None:
+                self.message = (f"No handicap of {handicap} stones on "
+                                f"{self.board_size}x{self.board_size}.")
+                return False
+            self.handicap = handicap
         self._stop_thinking()
         self.driver.new_games()
+        vertices = fixed_handicap_vertices(self.board_size, self.handicap) or []
+        self.handicap_points = tuple(coords.from_gtp(v, self.board_size) for v in vertices)
+        if self.handicap_points:
+            stones = np.zeros(self.board_size ** 2, np.int8)
+            stones[list(self.handicap_points)] = BLACK
+            self.go.set_board(stones.reshape(1, self.board_size, self.board_size),
+                              np.array([WHITE]), slots=GAME)
         self.moves.clear()
         self._history.clear()
         self.resigned_by = 0
         self.analysis = None
         self._refresh()
         self.message = f"New game: you play {colour_name(self.human_colour)}."
+        if vertices:
+            self.message = (f"New game, handicap {len(vertices)} ({' '.join(vertices)}), "
+                            f"White first: you play {colour_name(self.human_colour)}.")
         return True
+
+    def next_handicap(self) -> bool:
+        """A new game with the next handicap: none, 2, 3, 4 stones, then none again."""
+        following = {0: 2, 2: 3, 3: 4}.get(self.handicap, 0)
+        if following and fixed_handicap_vertices(self.board_size, following) is None:
+            following = 0
+        return self.new_game(following)
 
     def swap_colours(self) -> bool:
         self._stop_thinking()
@@ -406,7 +434,8 @@ class GameSession:
         data = game_to_sgf(self.board_size, self.go.komi, self.moves, self.view.result or "?",
                            black=names[BLACK], white=names[WHITE],
                            comment=f"played in play_network_gui.py against {self.net_name} "
-                                   f"({self.mode_text()})")
+                                   f"({self.mode_text()})",
+                           first_player=self._mover(0), handicap=self.handicap_points)
         stamp = time.strftime("%Y%m%d_%H%M%S")
         path = directory / f"game_{stamp}.sgf"
         suffix = 1
@@ -419,9 +448,9 @@ class GameSession:
 
     # Inside.
 
-    @staticmethod
-    def _mover(index: int) -> int:
-        return BLACK if index % 2 == 0 else WHITE
+    def _mover(self, index: int) -> int:
+        first = WHITE if self.handicap_points else BLACK
+        return first if index % 2 == 0 else -first
 
     def _play(self, move: int) -> None:
         state = self.go.save()

@@ -83,9 +83,9 @@ class CpuBackend:
         self.rules.playouts(self.pool, slots, out)
         return out
 
-    def features(self, slots, history: int, extra: bool, channels: int):
+    def features(self, slots, history: int, extra: bool, komi: bool, channels: int):
         out = np.empty((len(slots), self.board_size, self.board_size, channels), dtype=np.float32)
-        self.rules.features(self.pool, slots, history, extra, out)
+        self.rules.features(self.pool, slots, history, extra, komi, out)
         return out
 
     def set_board(self, slots, stones, to_play):

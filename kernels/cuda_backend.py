@@ -98,10 +98,10 @@ class CudaBackend:
         self._launch("go_copy_play_kernel", len(src), src, dst, moves)
 
     def leaf_step(self, src, dst, moves, mode: int, history: int, extra: bool, sensible: bool,
-                  komi: float, planes, mask, over, finished):
+                  komi: bool, planes, mask, over, finished):
         """go_leaf_kernel over len(dst) rows (its comment says what each argument holds)."""
         self._launch("go_leaf_kernel", len(dst), src, dst, moves, np.int32(mode),
-                     np.int32(history), np.int32(extra), np.int32(sensible), np.float32(komi),
+                     np.int32(history), np.int32(extra), np.int32(sensible), np.int32(komi),
                      planes, mask, over, finished)
 
     def pack(self, policy, value, finished, logits: bool, block, count: int):
@@ -147,9 +147,10 @@ class CudaBackend:
         self._launch("go_playout_kernel", len(slots), slots, scratch, out)
         return out
 
-    def features(self, slots, history: int, extra: bool, channels: int):
+    def features(self, slots, history: int, extra: bool, komi: bool, channels: int):
         out = cupy.empty((len(slots), self.board_size, self.board_size, channels), dtype=cupy.float32)
-        self._launch("go_features_kernel", len(slots), slots, np.int32(history), np.int32(extra), out)
+        self._launch("go_features_kernel", len(slots), slots, np.int32(history), np.int32(extra),
+                     np.int32(komi), out)
         return out
 
     def set_board(self, slots, stones, to_play):

@@ -95,13 +95,39 @@ MAX_THREADS = 1024
 # EXTRA_PLANES (from the C extension, GO_EXTRA_PLANES of go_rules.h): the planes features()
 # appends with extra_features: own groups with 1, 2, 3+ liberties, the opponent's, the
 # simple-ko point.
+# KOMI_SCALE (GO_KOMI_SCALE of go_rules.h): with komi_input, features() ends with one more
+# plane, the game's komi for the side to move (+komi when White is to move, -komi when Black
+# is) divided by KOMI_SCALE; the only plane that is not 0/1.
+KOMI_SCALE = 20.0
 
 
-def feature_planes(history: int, extra: bool) -> int:
+def feature_planes(history: int, extra: bool, komi: bool = False) -> int:
     """Input planes per point of features(history) (go_feature_channels in go_rules.h): own
-    and opponent stones now and `history` positions back, the side to move, ones, and with
-    `extra` the EXTRA_PLANES. Config.input_planes and the net's input width are this."""
-    return 2 * (history + 1) + 2 + (EXTRA_PLANES if extra else 0)
+    and opponent stones now and `history` positions back, the side to move, ones, with
+    `extra` the EXTRA_PLANES, and with `komi` the komi plane (last). Config.input_planes and
+    the net's input width are this."""
+    return 2 * (history + 1) + 2 + (EXTRA_PLANES if extra else 0) + (1 if komi else 0)
+
+
+def with_komi_plane(planes, own_komi):
+    """float32 (k, N, N, C + 1): stored 0/1 planes (k, N, N, C) with the komi plane appended,
+    own_komi (k,) the komi for the side to move (+komi for White, -komi for Black): the planes
+    features() writes with komi_input, for positions kept without their last plane."""
+    planes = np.asarray(planes, dtype=np.float32)
+    komi = np.asarray(own_komi, dtype=np.float32).reshape(-1, 1, 1, 1) / np.float32(KOMI_SCALE)
+    return np.concatenate([planes, np.broadcast_to(komi, (*planes.shape[:3], 1))], axis=-1)
+
+
+def plane_names(history: int, extra: bool, komi: bool = False) -> list[str]:
+    """What each of the feature_planes(history, extra, komi) planes holds, in order (the
+    layout of go_features): a net grown to more inputs keeps its weights on the planes of the
+    same name."""
+    names = [f"{side} stones {back} back" for back in range(history + 1)
+             for side in ("own", "opponent")]
+    names += ["black to move", "ones"]
+    if extra:
+        names += [f"extra {i}" for i in range(EXTRA_PLANES)]
+    return names + (["komi"] if komi else [])
 
 
 def _check_positive_int(name: str, value, minimum: int = 1, maximum: int | None = None) -> int:
@@ -125,16 +151,19 @@ class GoBatch:
     def __init__(self, batch_size: int, board_size: int, komi: float = 7.5, backend: str = "cpu",
                  *, superko: bool = False, max_moves: int | None = None, history_length: int = 7,
                  num_slots: int | None = None, seed: int = 0, num_threads: int = 0,
-                 adaptive_threads: bool = True, extra_features: bool = False):
+                 adaptive_threads: bool = True, extra_features: bool = False,
+                 komi_input: bool = False):
         self.batch_size = _check_positive_int("batch_size", batch_size)
         self.board_size = coords.check_board_size(board_size)
-        self.komi = komi
+        komi = _check_komi(komi)
         self.superko = bool(superko)
         self.max_moves = (2 * board_size * board_size if max_moves is None
                           else _check_positive_int("max_moves", max_moves))
         self.history_length = _check_positive_int("history_length", history_length, minimum=0)
         # features() appends EXTRA_PLANES planes: liberties of each group and the ko point.
         self.extra_features = bool(extra_features)
+        # features() ends with the komi plane (KOMI_SCALE).
+        self.komi_input = bool(komi_input)
         self.num_slots = (self.batch_size if num_slots is None
                           else _check_positive_int("num_slots", num_slots, minimum=self.batch_size))
         self.num_actions = board_size * board_size + 1
@@ -159,16 +188,43 @@ class GoBatch:
         all_slots = self.xp.arange(self.num_slots, dtype=np.int64)
         self._backend.seed(all_slots, int(seed) & (2 ** 64 - 1))
         self._backend.reset(all_slots)
+        self.komi = komi
 
     @property
     def komi(self) -> float:
-        """Subtracted from black's area score; a finite number (a NaN would make every score
-        and result NaN)."""
+        """The komi last given to every slot; a finite number (a NaN would make every score
+        and result NaN). Each position carries its own komi (`komi_of`, `set_komi`): setting
+        this sets every slot's, and copies take their source's along."""
         return self._komi
 
     @komi.setter
     def komi(self, value) -> None:
         self._komi = _check_komi(value)
+        self._write_komi(self.xp.arange(self.num_slots, dtype=np.int64),
+                         self.xp.full(self.num_slots, self._komi, np.float32))
+
+    def set_komi(self, komi, slots=None) -> None:
+        """Give the positions in `slots` their own komi (a number, or one per slot): a game's
+        komi stays with it through play, reset and every copy of its position."""
+        slots = self._slots(slots)
+        values = np.asarray(self._backend.to_numpy(komi) if not np.isscalar(komi) else komi,
+                            dtype=np.float64)
+        if values.ndim == 0:
+            values = np.full(len(slots), float(values))
+        if values.shape != (len(slots),):
+            raise ValueError(f"komi must be a number or have shape ({len(slots)},), got "
+                             f"{tuple(values.shape)}")
+        if not np.isfinite(values).all():
+            raise ValueError(f"komi must be finite numbers, got {values[~np.isfinite(values)][0]!r}")
+        self._write_komi(slots, self.xp.asarray(values.astype(np.float32)))
+
+    def _write_komi(self, slots, values) -> None:
+        offset = self._backend.layout["komi"]
+        self._backend.pool[slots, offset:offset + 4] = values.reshape(-1, 1).view(np.uint8)
+
+    def komi_of(self, slots=None):
+        """float64 (k,): each position's komi."""
+        return self._header(slots, "komi", np.float32).astype(np.float64)
 
     def _slots(self, slots):
         """Validated int64 slot indices for `slots` (None, bool mask over the batch, indices,
@@ -327,7 +383,9 @@ class GoBatch:
         return self._header(slots, "hash", np.uint64)
 
     def score(self, slots=None):
-        return self._backend.area(self._slots(slots)).astype(np.float64) - self.komi
+        """float64 (k,): area score minus each position's komi, black's view."""
+        slots = self._slots(slots)
+        return self._backend.area(slots).astype(np.float64) - self.komi_of(CheckedSlots(slots))
 
     def finished_values(self, slots=None):
         """float32 (k,): a finished position's result (area score minus komi: +1 won, -1 lost,
@@ -352,11 +410,11 @@ class GoBatch:
             raise ValueError(f"history must be an int in 0..{self.history_length} "
                              f"(history_length), got {history!r}")
         return self._backend.features(self._slots(slots), int(history), self.extra_features,
-                                      self.num_feature_planes(history))
+                                      self.komi_input, self.num_feature_planes(history))
 
     def num_feature_planes(self, history: int | None = None) -> int:
         history = self.history_length if history is None else history
-        return feature_planes(history, self.extra_features)
+        return feature_planes(history, self.extra_features, self.komi_input)
 
     def random_moves(self, slots=None, include_pass: bool = False, legal=None):
         """A uniformly random legal move per board, drawn inside the back end: among the legal
@@ -372,7 +430,7 @@ class GoBatch:
         return self._backend.random_from_mask(slots, self.xp.ascontiguousarray(legal), bool(include_pass))
 
     def playouts(self, slots=None):
-        """Final scores (area score minus komi, black's view, float64 (k,)) of one playout from
+        """Final scores (area score minus the position's komi, black's view, float64 (k,)) of one playout from
         each slot: the game continued to its end with uniformly random sensible moves (see
         sensible_moves; pass only when nothing else is left), ending after two passes or at
         max_moves. The slots keep their positions; each slot's random generator moves on, so
@@ -380,7 +438,7 @@ class GoBatch:
         slots = self._slots(slots)
         if len(self.xp.unique(slots)) != len(slots):
             raise ValueError("playouts: a slot appears twice")
-        return self._backend.playouts(slots).astype(np.float64) - self.komi
+        return self._backend.playouts(slots).astype(np.float64) - self.komi_of(CheckedSlots(slots))
 
     def set_board(self, stones, to_play, slots=None):
         """Load positions as fresh games: stones (k, N, N) of +1/-1/0, to_play (k,) of +1/-1."""
@@ -458,4 +516,4 @@ class GoBatch:
         return (f"GoBatch(batch_size={self.batch_size}, board_size={self.board_size}, "
                 f"komi={self.komi}, backend={self.backend_name!r}, superko={self.superko}, "
                 f"max_moves={self.max_moves}, num_slots={self.num_slots}, "
-                f"extra_features={self.extra_features})")
+                f"extra_features={self.extra_features}, komi_input={self.komi_input})")

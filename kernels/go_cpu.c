@@ -449,24 +449,24 @@ static PyObject *rules_playouts(RulesObject *self, PyObject *args)
 static PyObject *rules_features(RulesObject *self, PyObject *args)
 {
     PyObject *pool, *slots, *out_object;
-    int history, extra;
+    int history, extra, komi;
     SlotArgs a;
     Buffer out = {0};
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
-    if (!PyArg_ParseTuple(args, "OOipO", &pool, &slots, &history, &extra, &out_object)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOippO", &pool, &slots, &history, &extra, &komi, &out_object)) return NULL;
     if (history < 0 || history > L->history) {
         return PyErr_Format(PyExc_ValueError, "features: history %d out of range 0..%d", history,
                             L->history);
     }
     if (borrow_slots(self, pool, slots, &a) < 0) return NULL;
-    const Py_ssize_t per_board = (Py_ssize_t)L->n * L->n * go_feature_channels(history, extra);
+    const Py_ssize_t per_board = (Py_ssize_t)L->n * L->n * go_feature_channels(history, extra, komi);
     if (borrow(out_object, &out, 1, 4, a.count * per_board, "out") < 0) {
         release_slots(&a);
         return NULL;
     }
     float *planes = (float *)out.view.buf;
     Py_BEGIN_ALLOW_THREADS
-    FOR_BOARDS(self, REGION_FEATURES, a.count, i, go_features(L, SLOT(&a, i), history, extra, planes + i * per_board));
+    FOR_BOARDS(self, REGION_FEATURES, a.count, i, go_features(L, SLOT(&a, i), history, extra, komi, planes + i * per_board));
     Py_END_ALLOW_THREADS
     release(&out);
     release_slots(&a);
@@ -515,10 +515,10 @@ static PyObject *rules_layout(RulesObject *self, PyObject *unused)
     const GoLayout layout = self->layout, *L = &layout; /* a local copy: output stores cannot alias it */
     /* Header fields by name; the arrays as off_NAME (kernels/slot_check.py reads them all). */
     return Py_BuildValue(
-        "{s:i,s:i,s:i,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "slot_bytes",
+        "{s:i,s:i,s:i,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "slot_bytes",
         L->slot_bytes, "padded", L->padded, "stride", L->stride, "hash", offsetof(GoHeader, hash), "rng",
         offsetof(GoHeader, rng), "move_count", offsetof(GoHeader, move_count), "captures",
-        offsetof(GoHeader, captures), "ko_point", offsetof(GoHeader, ko_point), "to_play",
+        offsetof(GoHeader, captures), "komi", offsetof(GoHeader, komi), "ko_point", offsetof(GoHeader, ko_point), "to_play",
         offsetof(GoHeader, to_play), "passes", offsetof(GoHeader, passes), "over", offsetof(GoHeader, over),
         "off_stone", L->off_stone, "off_group", L->off_group, "off_next", L->off_next, "off_size", L->off_size,
         "off_libs", L->off_libs, "off_lib_sum", L->off_lib_sum, "off_lib_sum_sq", L->off_lib_sum_sq,
@@ -587,7 +587,7 @@ static PyMethodDef rules_methods[] = {
      "random_from_mask(pool, slots, legal uint8 (k, n*n+1), out int64 (k,), include_pass)"},
     {"playouts", (PyCFunction)rules_playouts, METH_VARARGS,
      "playouts(pool, slots, out int64 (k,)): final area scores of random sensible playouts"},
-    {"features", (PyCFunction)rules_features, METH_VARARGS, "features(pool, slots, history, extra, out float32)"},
+    {"features", (PyCFunction)rules_features, METH_VARARGS, "features(pool, slots, history, extra, komi, out float32)"},
     {"set_board", (PyCFunction)rules_set_board, METH_VARARGS,
      "set_board(pool, slots, stones int8, to_play int8) -> None | (index, reason)"},
     {NULL, NULL, 0, NULL},

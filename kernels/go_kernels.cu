@@ -99,11 +99,11 @@ extern "C" __global__ void go_random_from_mask_kernel(uint8_t *pool, const int64
 }
 
 extern "C" __global__ void go_features_kernel(uint8_t *pool, const int64_t *slots, int history, int extra,
-                                              float *out, int count)
+                                              int komi, float *out, int count)
 {
     BOARD_INDEX(i);
-    const int channels = go_feature_channels(history, extra);
-    go_features(&layout, SLOT(slots[i]), history, extra, out + i * GO_N * GO_N * channels);
+    const int channels = go_feature_channels(history, extra, komi);
+    go_features(&layout, SLOT(slots[i]), history, extra, komi, out + i * GO_N * GO_N * channels);
 }
 
 /* status[i]: 0 loaded, 1 a group without liberties, 2 a bad stone value (see go_set_board). */
@@ -130,10 +130,11 @@ extern "C" __global__ void go_playout_kernel(uint8_t *pool, const int64_t *slots
  * destinations distinct, as for copy_play_unchecked). Then it writes what evaluating dst[i]
  * needs: its input planes (go_features), its move mask (go_sensible_mask when `sensible`,
  * else go_legal_mask), its game-over flag, and for a finished game the result for the side to
- * move there (+1 won, -1 lost, 0 drawn: area score minus komi), 0 for a game that goes on. */
+ * move there (+1 won, -1 lost, 0 drawn: area score minus the slot's komi), 0 for a game that
+ * goes on. */
 extern "C" __global__ void go_leaf_kernel(uint8_t *pool, const int64_t *src, const int64_t *dst,
                                           const int64_t *moves, int mode, int history, int extra,
-                                          int sensible, float komi, float *planes, uint8_t *mask,
+                                          int sensible, int komi, float *planes, uint8_t *mask,
                                           uint8_t *over, float *finished, int count)
 {
     BOARD_INDEX(i);
@@ -146,13 +147,13 @@ extern "C" __global__ void go_leaf_kernel(uint8_t *pool, const int64_t *src, con
     over[i] = h->over ? 1 : 0;
     float result = 0.0f;
     if (h->over) {
-        const float margin = (float)go_area_score(&layout, base) - komi;
+        const float margin = (float)go_area_score(&layout, base) - h->komi;
         const float black = margin > 0.0f ? 1.0f : (margin < 0.0f ? -1.0f : 0.0f);
         result = h->to_play == GO_BLACK ? black : -black;
     }
     finished[i] = result;
-    const int channels = go_feature_channels(history, extra);
-    go_features(&layout, base, history, extra, planes + i * (long long)(GO_N * GO_N * channels));
+    const int channels = go_feature_channels(history, extra, komi);
+    go_features(&layout, base, history, extra, komi, planes + i * (long long)(GO_N * GO_N * channels));
 }
 
 /* The evaluation of a search step's leaves, in place in the block the host reads back (layout

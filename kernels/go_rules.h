@@ -6,7 +6,7 @@
  *
  * Rules: captures; suicide illegal; simple ko; optional positional superko; the game ends
  * after two consecutive passes or at max_moves; Tromp-Taylor area scoring (komi is applied by
- * the caller). On a finished board only pass is legal, and it changes nothing.
+ * the caller, from the slot's header: each position carries its game's komi). On a finished board only pass is legal, and it changes nothing.
  *
  * Board representation. A board of size n is stored padded: stride W = n + 1, one border
  * column shared by the left and right edges (the cell after the last column of row r is the
@@ -80,11 +80,12 @@ typedef struct {
     uint64_t rng;          /* state of this slot's random move generator */
     int32_t move_count;    /* moves played, passes included */
     int32_t captures[2];   /* stones captured by black, by white */
+    float komi;            /* the game's komi, set by the caller; reset and set_board keep it */
     int16_t ko_point;      /* padded point the side to move may not play, or -1 */
     int8_t to_play;        /* GO_BLACK or GO_WHITE */
     int8_t passes;         /* consecutive passes just played */
     int8_t over;           /* 1 once the game has ended */
-    int8_t unused_[7];
+    int8_t unused_[3];
 } GoHeader;
 
 typedef struct {
@@ -183,7 +184,7 @@ GO_FN void go_seed(uint8_t *base, uint64_t seed)
     ((GoHeader *)base)->rng = go_mix64(seed);
 }
 
-/* Empty board, black to move; keeps the slot's random generator running. */
+/* Empty board, black to move; keeps the slot's random generator running and its komi. */
 GO_FN void go_reset(const GoLayout *L, uint8_t *base)
 {
     GoSlot s = go_slot(L, base);
@@ -511,12 +512,17 @@ GO_FN void go_board(const GoLayout *L, uint8_t *base, int8_t *out)
  * (not the pseudo-liberties the pool keeps), and the simple-ko point. */
 enum { GO_EXTRA_PLANES = 7 };
 
+/* The komi plane, when asked for, holds the game's komi from the side to move's view (komi
+ * counts for White: +komi when White is to move, -komi when Black is) divided by this, so that
+ * the komis a 9x9 or 19x19 game meets stay within about one. */
+#define GO_KOMI_SCALE 20.0f
+
 /* The input planes go_features writes per point: the one definition of the count, which the
  * CPU extension exports (EXTRA_PLANES) and kernels/go_batch.py's feature_planes repeats; a
  * test holds the two to the planes actually written. */
-GO_FN int go_feature_channels(int history, int extra)
+GO_FN int go_feature_channels(int history, int extra, int komi)
 {
-    return 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0);
+    return 2 * (history + 1) + 2 + (extra ? GO_EXTRA_PLANES : 0) + (komi ? 1 : 0);
 }
 
 /* out[q] for every stone point q: its group's distinct liberties capped at 3; 0 elsewhere. */
@@ -548,16 +554,16 @@ GO_FN void go_liberty_counts(const GoLayout *L, GoSlot s, uint8_t *out)
 }
 
 /* Input planes, NHWC for one board: out[(row * n + col) * C + c], C = 2 * (h + 1) + 2, plus
- * GO_EXTRA_PLANES when `extra`. Channel 2j / 2j+1: stones of the side to move / of its
+ * GO_EXTRA_PLANES when `extra`, plus the komi plane (last, see GO_KOMI_SCALE) when `komi`. Channel 2j / 2j+1: stones of the side to move / of its
  * opponent j positions ago (empty before the first move); channel 2h+2: 1 if black is to
  * move; 2h+3: ones. Extra, from B = 2h+4: B, B+1, B+2: the side to move's stones whose group
  * has 1, 2, 3 or more liberties; B+3..B+5: the same for the opponent's; B+6: the point the
  * side to move may not play because of simple ko. */
-GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, int extra, float *out)
+GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, int extra, int komi, float *out)
 {
     GoSlot s = go_slot(L, base);
-    const int n = L->n, W = L->stride, base_channels = go_feature_channels(h, 0);
-    const int channels = go_feature_channels(h, extra);
+    const int n = L->n, W = L->stride, base_channels = go_feature_channels(h, 0, 0);
+    const int channels = go_feature_channels(h, extra, komi);
     const int me = s.h->to_play, opponent = 3 - me;
     const float black_to_move = me == GO_BLACK ? 1.0f : 0.0f;
     for (int j = 0; j <= h; j++) {
@@ -573,9 +579,11 @@ GO_FN void go_features(const GoLayout *L, uint8_t *base, int h, int extra, float
                 cell[2 * j + 1] = v == opponent ? 1.0f : 0.0f;
             }
     }
+    const float own_komi = (me == GO_WHITE ? s.h->komi : -s.h->komi) / GO_KOMI_SCALE;
     for (int p = 0; p < n * n; p++) {
         out[p * channels + 2 * h + 2] = black_to_move;
         out[p * channels + 2 * h + 3] = 1.0f;
+        if (komi) out[p * channels + channels - 1] = own_komi;
     }
     if (!extra) return;
     uint8_t liberties[GO_MAX_PADDED];

@@ -11,7 +11,7 @@ always accepted. The layout is go_rules.h's (offsets from `Rules.layout()`):
 - stones: the padded border cells hold BORDER, every board point EMPTY, BLACK or WHITE;
 - header: to_play BLACK or WHITE, 0 <= move_count <= max_moves, passes 0..2, the game-over
   flag set exactly when two passes were played or move_count reached max_moves, captures
-  not negative, the ko point -1 or an empty board point;
+  not negative, the komi a finite number, the ko point -1 or an empty board point;
 - groups: every stone's representative is a stone of its colour that represents itself;
   adjacent stones of one colour share a representative; each group is connected; its stone
   list (next[]) is one cycle through exactly its stones; size, pseudo-liberty count, sum and
@@ -66,6 +66,7 @@ def slot_faults(data: np.ndarray, layout: dict, board_size: int, history: int, s
     to_play, passes = header("to_play", np.int8)[:, 0], header("passes", np.int8)[:, 0]
     over, moves = header("over", np.int8)[:, 0], header("move_count", np.int32)[:, 0]
     captures, ko = header("captures", np.int32, 2), header("ko_point", np.int16)[:, 0]
+    fail(~np.isfinite(header("komi", np.float32)[:, 0]), "the komi is not a finite number")
     fail((to_play != BLACK) & (to_play != WHITE), "the side to move is not black or white")
     fail((moves < 0) | (moves > max_moves), f"the move count is outside 0..{max_moves}")
     fail((passes < 0) | (passes > 2), "the count of passes is outside 0..2")

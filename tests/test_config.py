@@ -84,8 +84,11 @@ def test_every_field_has_a_flag():
             if field.name == "momentum":   # must stay below 1
                 wanted = default - 0.5
             text = str(wanted)
-        # A cluster address means nothing without workers to put on it.
-        extra = {"workers": 1} if field.name == "ray_address" else {}
+        # A cluster address means nothing without workers to put on it, komi draws nothing
+        # without a net that reads the komi.
+        extra = ({"workers": 1} if field.name == "ray_address" else
+                 {"komi_input": True} if field.name in ("komi_spread", "komi_wide_share")
+                 else {})
         config = parse(f"--{field.name}", text, *(f"--{k}={v}" for k, v in extra.items()))
         assert getattr(config, field.name) == wanted, field.name
         assert config == dataclasses.replace(base, **{field.name: wanted}, **extra)

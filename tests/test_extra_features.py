@@ -71,22 +71,34 @@ def test_liberty_and_ko_planes_of_a_position_worked_by_hand():
 
 @pytest.mark.parametrize("history", [0, 1, 3, 7])
 @pytest.mark.parametrize("extra", [False, True])
-def test_the_plane_count_is_defined_once_and_is_what_the_engine_writes(history, extra):
+@pytest.mark.parametrize("komi", [False, True])
+def test_the_plane_count_is_defined_once_and_is_what_the_engine_writes(history, extra, komi):
     """feature_planes (Python) and go_feature_channels (C) agree: the C extension refuses an
     output buffer of another size, so features() runs only when they do; the config, the
-    extension's EXTRA_PLANES and a net's shape read back from its weights agree with them."""
+    extension's EXTRA_PLANES and a net's shape read back from its weights (with the run's
+    history where a plane count fits two inputs) agree with them."""
     from kernels.go_batch import EXTRA_PLANES, feature_planes
     from training.config import Config
     from training.nets import net_shape
     from architectures.array_net import expected_shapes, weight_names
-    go = GoBatch(2, 5, history_length=max(history, 1), extra_features=extra)
+    go = GoBatch(2, 5, history_length=max(history, 1), extra_features=extra, komi_input=komi)
     planes = go.features(history)
-    assert planes.shape == (2, 5, 5, feature_planes(history, extra))
+    assert planes.shape == (2, 5, 5, feature_planes(history, extra, komi))
     assert EXTRA_PLANES == feature_planes(history, True) - feature_planes(history, False) == 7
-    config = Config(board_size=5, history=history, extra_features=extra, blocks=2, filters=8,
-                    value_hidden=16, aux_heads=extra)
-    assert config.input_planes == feature_planes(history, extra)
+    config = Config(board_size=5, history=history, extra_features=extra, komi_input=komi,
+                    blocks=2, filters=8, value_hidden=16, aux_heads=extra)
+    assert config.input_planes == feature_planes(history, extra, komi)
+    assert config.board_planes == feature_planes(history, extra)
     shapes = expected_shapes(config)
     names = weight_names(config.blocks, config.aux_heads, config.global_pooling)
     arrays = {f"model.{i:04d}": np.zeros(shapes[name], np.float32) for i, name in enumerate(names)}
-    assert net_shape(arrays) == {name: getattr(config, name) for name in Config.SHAPE_FIELDS}
+    shape = {name: getattr(config, name) for name in Config.SHAPE_FIELDS}
+    assert net_shape(arrays, history) == shape
+    # 2h+5 planes are history h with the komi plane or history h-3 with the extra planes.
+    twins = sum(feature_planes(h, e, k) == config.input_planes
+                for h in range(20) for e in (False, True) for k in (False, True))
+    if twins == 1:
+        assert net_shape(arrays) == shape
+    else:
+        with pytest.raises(ValueError, match="history decides"):
+            net_shape(arrays)

@@ -1173,7 +1173,7 @@ def test_fixed_handicap_is_refused_on_boards_without_a_placement(loaded):
 
 @pytest.mark.skipif(not Path(GNUGO).exists(), reason="GNU Go is not installed (/usr/games/gnugo)")
 def test_fixed_handicap_vertices_are_gnugos():
-    from gtp.engine import fixed_handicap_vertices
+    from games.handicap import fixed_handicap_vertices
     lines = []
     for size in (5, 7, 8, 9, 12, 13, 19):
         lines.append(f"boardsize {size}")

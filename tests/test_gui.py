@@ -170,9 +170,9 @@ class ScriptedNet:
         self.moves = list(moves)
 
     def __call__(self, planes):
-        k = len(planes)
-        policy = np.full((k, PASS + 1), 1e-4, np.float32)
-        policy[:, self.moves.pop(0) if self.moves else PASS] = 1.0
+        k, passing = len(planes), planes.shape[1] * planes.shape[2]
+        policy = np.full((k, passing + 1), 1e-4, np.float32)
+        policy[:, self.moves.pop(0) if self.moves else passing] = 1.0
         return policy, np.full(k, 0.5, np.float32)
 
 
@@ -351,6 +351,48 @@ def test_save_sgf_writes_the_game(tmp_path):
     text = path.read_text()
     assert "PB[human]" in text and "PW[test net]" in text and "RE[W+7.5]" in text
     assert session.save_sgf(tmp_path / "games") != path     # a second save does not overwrite
+
+
+def test_a_handicap_game_starts_from_the_fixed_points_with_white_first(tmp_path):
+    """A cycles the handicap (2, 3, 4, none) and starts a new game: GTP's fixed points
+    (tests/test_gtp.py holds them to GNU Go's), White (the net) moves first, undo stops at the
+    handicap stones, and the SGF sets them up."""
+    from games.sgf_records import read_sgf
+    n = 9
+    c3, g7, c7, g3, e5 = 6 * n + 2, 2 * n + 6, 2 * n + 2, 6 * n + 6, 4 * n + 4
+    config = Config(board_size=n, komi=0.5, history=1, simulations=16,
+                    sensible_moves_only=False)
+    script = ScriptedNet([e5, 0, 1])
+    session = GameSession(SearchingGames(config, 1, script, seed=0, num_threads=1),
+                          simulations=0, human_colour=BLACK, chunk=4, net_name="test net")
+    assert dispatch(session, Command.HANDICAP)
+    assert session.handicap == 2 and "handicap 2 (C3 G7), White first" in session.message
+    session.wait()                                  # the net, White, opens
+    board = session.view.board
+    assert board.reshape(-1)[c3] == board.reshape(-1)[g7] == BLACK
+    assert board.reshape(-1)[e5] == WHITE and (board == BLACK).sum() == 2
+    assert session.view.to_play == BLACK
+    assert session.play(80)                         # J1
+    session.wait()
+    assert session.view.moves == (e5, 80, 0)
+    assert session.undo() and session.view.moves == (e5,)
+    assert not session.undo() and (session.view.board == BLACK).sum() == 2
+    record = read_sgf(session.save_sgf(tmp_path).read_bytes())
+    assert sorted(record.nodes[0].add_black) == sorted([c3, g7]) and record.handicap == 2
+    assert record.moves == [(WHITE, e5)] and record.komi == 0.5
+    session.next_handicap()
+    session.wait()
+    assert session.handicap == 3 and (session.view.board == BLACK).sum() == 3
+    session.next_handicap()
+    session.wait()
+    black = set(np.flatnonzero(session.view.board.reshape(-1) == BLACK).tolist())
+    assert session.handicap == 4 and black == {c3, g7, c7, g3}
+    session.next_handicap()
+    assert session.handicap == 0 and not session.view.board.any()
+    assert session.view.to_play == BLACK
+    # No fixed placement below 7x7: refused with a message, the game left as it was.
+    small = make_session(ScriptedNet())
+    assert not small.new_game(2) and "No handicap of 2 stones on 5x5" in small.message
 
 
 def test_heatmap_analyses_the_humans_position_policy_and_search():

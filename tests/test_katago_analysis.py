@@ -220,10 +220,11 @@ def test_lines_that_are_not_queries(engine):
     assert engine.read() == {"id": "c", "action": "clear_cache"}
 
 
-def test_terminate_stops_a_search_in_flight_and_a_queued_one(engine):
+def test_terminate_stops_a_search_in_flight_and_a_queued_one():
     moves, _ = reference_game(4)
     # One search that would take minutes, reporting as it goes, and one queued behind it
-    # (same priority, later): the first takes the batch's games, the komi keeps them apart.
+    # (same priority, later): the first takes the engine's one game.
+    engine = Engine("--batch-size", "1")
     engine.send(katrain_query("long", moves, [4], maxVisits=9000, reportDuringSearchEvery=0.2,
                               overrideSettings={"maxTime": 0}, rules="chinese"))
     engine.send(katrain_query("queued", moves, [2], maxVisits=9000, komi=5.5,
@@ -243,6 +244,7 @@ def test_terminate_stops_a_search_in_flight_and_a_queued_one(engine):
     queued = next(a for a in answers if a.get("id") == "queued")
     assert queued == {"id": "queued", "isDuringSearch": False, "noResults": True,
                       "turnNumber": 2}
+    engine.process.kill()
 
 
 def test_the_engine_answers_what_is_queued_then_exits_at_the_end_of_input():

@@ -1068,6 +1068,52 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
     assert f"blocks: it has {deeper}, command asks {old.config.blocks}" in err
 
 
+def test_init_from_adds_the_komi_plane_and_the_run_trains_and_resumes_at_drawn_komis(
+        one_iteration, tmp_path):
+    """A warm start to komi_input: the stem's weights on the komi plane start at zero, so the
+    grown net answers as the source whatever the komi; the run self-plays at drawn komis and
+    from handicap stones, its chunks keep each position's komi, and it resumes. Growing that
+    run's net by the extra planes then keeps its weights on the komi plane, the last."""
+    from kernels.go_batch import EXTRA_PLANES
+    from training.nets import read_weights
+    source, _, _ = one_iteration
+    old = read_weights(source)
+    run = tmp_path / "komi"
+    draws = ("--komi_input", "true", "--komi_spread", "2", "--komi_wide_share", "0.3",
+             "--handicap_share", "0.3")
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024", *draws,
+                              "--init_from", str(source))
+    assert code == 0, err
+    assert "the stem's weights on it start at zero" in out + err
+    new = read_weights(run)
+    assert new.config.komi_input
+    rng = np.random.default_rng(10)
+    planes = rng.integers(0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    komi = rng.uniform(-1, 1, (6, *planes.shape[1:3], 1)).astype(np.float32)
+    assert_answers_as(new.trainer.model, np.concatenate([planes, komi], -1),
+                      old.trainer.model, planes)
+    chunk = np.load(run / "replay" / "chunk_000001.npz")
+    assert chunk["planes"].shape[-1] == TINY.input_planes
+    assert len(set(np.abs(chunk["komi"]).tolist())) > 1
+    code, _, err = run_main(run, "--iterations", "2", "--min_replay", "64", *draws)
+    assert code == 0, err     # resumed, it trains on both iterations' positions
+    assert "discarding" not in err and "damaged" not in err
+    # Grown again, by the extra planes: they go before the komi plane, which keeps its weights.
+    trained = read_weights(run)
+    stem = np.asarray(trained.trainer.model.get_layer("stem_conv").kernel)
+    assert stem[:, :, -1, :].any()
+    featured = tmp_path / "komi_featured"
+    code, out, err = run_main(featured, "--iterations", "1", "--min_replay", "1024",
+                              "--extra_features", "true", "--init_from", str(run))
+    assert code == 0, err
+    grown = read_weights(featured)
+    assert grown.config.komi_input and grown.config.extra_features
+    planes = rng.integers(0, 2, (6, *planes.shape[1:3], TINY.input_planes)).astype(np.float32)
+    extra = rng.integers(0, 2, (6, *planes.shape[1:3], EXTRA_PLANES)).astype(np.float32)
+    assert_answers_as(grown.trainer.model, np.concatenate([planes, extra, komi], -1),
+                      trained.trainer.model, np.concatenate([planes, komi], -1))
+
+
 def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, tmp_path):
     from kernels.go_batch import EXTRA_PLANES
     from training.nets import read_weights

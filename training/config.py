@@ -31,6 +31,9 @@ class Config:
     # Input planes of each group's liberties (1, 2, 3+, both sides) and the ko point, 7 more
     # (kernels/go_rules.h go_features); off: the stones, the side to move and a ones plane.
     extra_features: bool = False
+    # One more input plane, last: the game's komi for the side to move (kernels/go_batch.py
+    # KOMI_SCALE), so that the value and score heads can learn what komi is worth.
+    komi_input: bool = False
     # Where the rules of batched play (self-play, matches) run: "cpu" (C/OpenMP), "cuda"
     # (the CUDA kernels; refused at start without a device) or "auto" (CUDA when CuPy sees a
     # device, else the CPU). The net runs wherever TensorFlow finds a GPU, whatever this says.
@@ -92,6 +95,15 @@ class Config:
     positions_per_iteration: int = 4096
     resign_threshold: float = -1.0     # resign when the root value is below this; -1 disables
     resign_playthrough: float = 0.1    # share of games that never resign, to count false resigns
+    # Komi per self-play game (needs komi_input): most games draw it from a normal law around
+    # `komi` of standard deviation komi_spread, a share komi_wide_share uniformly within
+    # komi +- board_size ** 2 / 4 (giving or taking a big lead); rounded to half points.
+    # 0 and 0: every game at `komi`.
+    komi_spread: float = 0.0
+    komi_wide_share: float = 0.0
+    # Share of self-play games that start from 2-4 free handicap stones, White to move, so that
+    # the value means something in handicap games.
+    handicap_share: float = 0.0
 
     # Training.
     train_batch_size: int = 256
@@ -143,8 +155,13 @@ class Config:
         return self.max_moves or 2 * self.board_size ** 2
 
     @property
-    def input_planes(self) -> int:
+    def board_planes(self) -> int:
+        """The 0/1 input planes, all but the komi plane: what self-play and the replay keep."""
         return feature_planes(self.history, self.extra_features)
+
+    @property
+    def input_planes(self) -> int:
+        return feature_planes(self.history, self.extra_features, self.komi_input)
 
     @property
     def num_actions(self) -> int:
@@ -193,6 +210,10 @@ class Config:
                              f"{self.forced_playouts}, {self.full_search_share} and "
                              f"{self.leaves_per_game}")
         self._check_schedule()
+        if (self.komi_spread or self.komi_wide_share) and not self.komi_input:
+            raise ValueError("config: komi_spread and komi_wide_share need komi_input true (a "
+                             "net that cannot see the komi would learn noise), got "
+                             f"{self.komi_spread} and {self.komi_wide_share}")
         if self.ray_address and not self.workers:
             raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
@@ -200,7 +221,7 @@ class Config:
     # Fields a schedule may change, and the type of their values.
     SCHEDULE_FIELDS = {"learning_rate": float, "simulations": int, "blocks": int,
                        "aux_heads": bool, "extra_features": bool}
-    GROWTH_FIELDS = ("blocks", "aux_heads", "extra_features")
+    GROWTH_FIELDS = ("blocks", "aux_heads", "extra_features", "komi_input")
 
     def _check_schedule(self) -> None:
         events = self.schedule
@@ -293,7 +314,8 @@ class Config:
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
-            ("gumbel_considered", 0, n * n + 1),
+            ("gumbel_considered", 0, n * n + 1), ("komi_spread", 0, n * n),
+            ("komi_wide_share", 0, 1), ("handicap_share", 0, 1),
         ]
 
     def to_json(self) -> str:
@@ -313,11 +335,11 @@ class Config:
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
-    SHAPE_FIELDS = ("board_size", "history", "extra_features", "blocks", "filters", "value_hidden", "aux_heads",
-                    "global_pooling")
+    SHAPE_FIELDS = ("board_size", "history", "extra_features", "komi_input", "blocks", "filters",
+                    "value_hidden", "aux_heads", "global_pooling")
 
     # Fields that shape a net's input planes: a net searches with its own whatever the game's.
-    INPUT_FIELDS = ("history", "extra_features")
+    INPUT_FIELDS = ("history", "extra_features", "komi_input")
 
     def with_inputs_of(self, net: "Config") -> "Config":
         """This config (the game's rules, the search) with `net`'s input-plane fields."""

@@ -30,7 +30,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from architectures.array_net import expected_shapes, weight_names
-from kernels.go_batch import EXTRA_PLANES, describe_backend, feature_planes, resolve_backend
+from kernels.go_batch import (EXTRA_PLANES, describe_backend, feature_planes, plane_names,
+                              resolve_backend)
 from training.config import Config
 from training.run_directory import (CHECKPOINT_PREFIX, ROOT, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
@@ -191,7 +192,7 @@ def grown_as(config: Config, state: dict) -> Config:
     (more blocks, the auxiliary heads, the extra planes): weights of any other shape are left
     for the fit that follows to refuse."""
     try:
-        shape = net_shape(state)
+        shape = net_shape(state, config.history)
     except ValueError:
         return config        # refused by the fit that follows, with its own message
     grown = {name: shape[name] for name in Config.GROWTH_FIELDS}
@@ -250,11 +251,14 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
                      path=found.path)
 
 
-def net_shape(arrays: dict[str, np.ndarray]) -> dict:
+def net_shape(arrays: dict[str, np.ndarray], history: int | None = None) -> dict:
     """The config fields that shape a net (Config.SHAPE_FIELDS) read off the "model.NNNN"
     arrays of a model file or checkpoint: a run whose config.json is gone still knows its net.
-    ValueError when the arrays fit no `resnet.build_model` net."""
+    A plane count can mean two inputs (2h+5 planes: history h with the komi plane, or history
+    h-3 with the extra planes): `history`, the run's, then decides. ValueError when the
+    arrays fit no `resnet.build_model` net, or fit two and no history tells them apart."""
     stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
+    ambiguous = False
     for aux_heads in (False, True):
         for global_pooling in (False, True):
             trunk_free = len(weight_names(0, aux_heads, global_pooling))
@@ -267,20 +271,25 @@ def net_shape(arrays: dict[str, np.ndarray]) -> dict:
             if stem.ndim != 4 or logits.ndim != 2:
                 continue
             planes = stem.shape[2]
-            inputs = [(history, extra) for extra in (False, True)
-                      for history in range(planes) if feature_planes(history, extra) == planes]
+            inputs = [(h, extra, komi) for komi in (False, True) for extra in (False, True)
+                      for h in range(planes) if feature_planes(h, extra, komi) == planes
+                      and (history is None or h == history)]
             if len(inputs) != 1:
+                ambiguous = ambiguous or len(inputs) > 1
                 continue
-            (history, extra), = inputs
+            (h, extra, komi), = inputs
             board_size = int(round((logits.shape[1] - 1) ** 0.5))
-            shape = {"board_size": board_size, "history": history,
-                     "extra_features": extra, "blocks": blocks,
+            shape = {"board_size": board_size, "history": h,
+                     "extra_features": extra, "komi_input": komi, "blocks": blocks,
                      "filters": int(stem.shape[3]),
                      "value_hidden": int(weights["value_hidden.kernel"].shape[-1]),
                      "aux_heads": aux_heads, "global_pooling": global_pooling}
             expected = expected_shapes(SimpleNamespace(**shape, input_planes=planes))
             if all(weights[name].shape == size for name, size in expected.items()):
                 return shape
+    if ambiguous:
+        raise ValueError("its input planes fit two inputs of this project; the run's history "
+                         "decides between them")
     raise ValueError("its arrays fit no net of this project")
 
 
@@ -321,24 +330,27 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
     except that `config` may grow the net: add the auxiliary heads to a net trained without
     them (they start fresh), residual blocks after its last one (they start as identities)
-    and the extra input planes to a net trained without them (the stem's weights on them start
-    at zero), so the grown net plays exactly as the source did; every shared layer is copied by
-    name."""
+    and the extra input planes or the komi plane to a net trained without them (the stem's
+    weights on them start at zero), so the grown net plays exactly as the source did; every
+    shared layer is copied by name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
     new_blocks = range(found.config.blocks, config.blocks)
     adds_features = config.extra_features and not found.config.extra_features
+    adds_komi = config.komi_input and not found.config.komi_input
     # Compare with the source as grown: only what cannot be grown remains to refuse.
     compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
                        blocks=max(config.blocks, found.config.blocks),
-                       extra_features=found.config.extra_features or config.extra_features)
+                       extra_features=found.config.extra_features or config.extra_features,
+                       komi_input=found.config.komi_input or config.komi_input)
     problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        if adds_heads or new_blocks or adds_features:
-            _copy_shared_layers(found.trainer.model, trainer.model, new_blocks)
+        if adds_heads or new_blocks or adds_features or adds_komi:
+            _copy_shared_layers(found.trainer.model, trainer.model, (found.config, config),
+                                new_blocks)
             if adds_heads:
                 log(f"--init-from {found.label}: it has no ownership and score heads; they "
                     "start fresh, every other layer from its weights")
@@ -351,6 +363,9 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
                 log(f"--init-from {found.label}: it has no extra input planes; the stem's "
                     f"weights on the {EXTRA_PLANES} added planes start at zero, every other "
                     "weight from it")
+            if adds_komi:
+                log(f"--init-from {found.label}: it has no komi plane; the stem's weights on "
+                    "it start at zero, so it plays as it did until trained")
         else:
             trainer.load_model_weights(found.weights)
     except ValueError as error:
@@ -365,17 +380,19 @@ def grow_trainer(trainer, old: Config, new: Config):
     planes), so it plays exactly as before; its steps go on from `trainer`'s, its momentum
     starts fresh. For a run's schedule (bp_tree.py)."""
     grown = build_trainer(new)
-    _copy_shared_layers(trainer.model, grown.model, range(old.blocks, new.blocks))
+    _copy_shared_layers(trainer.model, grown.model, (old, new), range(old.blocks, new.blocks))
     grown.continue_from(trainer)
     return grown
 
 
-def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
+def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
+                        new_blocks: range = range(0)) -> None:
     """Copy every layer's weights of `source` into the layer of the same name in `target`
     (batch-norm statistics included); `target` may have besides only the auxiliary heads,
     which keep their fresh weights, and the residual blocks `new_blocks`, made identities, and
     its stem may read more input planes than the source's: the planes features() appends
-    (extra_features), whose kernel weights are zero, so they change nothing until trained."""
+    (extra_features, komi_input: `inputs` are the source's and the target's configs), whose
+    kernel weights are zero, so they change nothing until trained."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
     from architectures.resnet import (AUX_HEAD_LAYERS, STEM_CONV, block_layers,
                                       make_block_identity)
@@ -392,7 +409,7 @@ def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
         weights = src.get_weights()
         needed = [b.shape for b in dst.get_weights()]
         if dst.name == STEM_CONV and len(weights) == 1 and len(needed) == 1:
-            weights = [_with_added_inputs(weights[0], needed[0])]
+            weights = [_with_added_inputs(weights[0], needed[0], *inputs)]
         shapes = [a.shape for a in weights]
         if shapes != needed:
             raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
@@ -404,15 +421,22 @@ def _copy_shared_layers(source, target, new_blocks: range = range(0)) -> None:
     weights_changed(target)
 
 
-def _with_added_inputs(kernel: np.ndarray, needed: tuple) -> np.ndarray:
-    """A convolution kernel (h, w, planes, filters) given zero weights on the input planes a
-    grown net appends after the source's; any other shape is returned as it is (and refused
-    by the caller)."""
+def _with_added_inputs(kernel: np.ndarray, needed: tuple, source: Config,
+                       target: Config) -> np.ndarray:
+    """A stem kernel (h, w, planes, filters) of `source`'s input planes laid out for
+    `target`'s, which may add planes (the extra planes, the komi plane): each of the source's
+    planes keeps its weights at its place in the target's layout (kernels.go_batch.plane_names),
+    an added plane gets zero weights. Any other shape is returned as it is (and refused by the
+    caller)."""
     height, width, planes, filters = kernel.shape
-    if needed[:2] != (height, width) or needed[3] != filters or needed[2] <= planes:
+    have = plane_names(source.history, source.extra_features, source.komi_input)
+    want = plane_names(target.history, target.extra_features, target.komi_input)
+    if (needed[:2] != (height, width) or needed[3] != filters or planes != len(have)
+            or needed[2] != len(want) or not set(have) <= set(want)):
         return kernel
     grown = np.zeros(needed, kernel.dtype)
-    grown[:, :, :planes, :] = kernel
+    for index, name in enumerate(have):
+        grown[:, :, want.index(name), :] = kernel[:, :, index, :]
     return grown
 
 

@@ -2,7 +2,9 @@
 each sample under a random one of the 8 board symmetries.
 
 Storage (a ring of `capacity` positions, oldest overwritten first):
-    planes  uint8   [capacity, N, N, C]   the net's input planes (they are 0/1)
+    planes  uint8   [capacity, N, N, C]   the net's input planes but the komi plane (all 0/1)
+    komi    float32 [capacity]            the game's komi for the side to move (+ for White);
+                                          with komi_input, samples end with its plane
     policy  float32 [capacity, N*N+1]     search visit distribution, pass last
     value   float32 [capacity]            game result from the side to move's view, -1..1
     ownership int8  [capacity, N, N]      final owner of each point (Tromp-Taylor, the end
@@ -22,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from kernels.go_batch import with_komi_plane
 from training import symmetries
 from training.run_directory import load_npz
 
@@ -29,7 +32,7 @@ from training.run_directory import load_npz
 class Sample(NamedTuple):
     """A training batch, float32, each sample under its own random symmetry; score is divided
     by N*N (the scale the score head predicts)."""
-    planes: np.ndarray      # (B, N, N, C)
+    planes: np.ndarray      # (B, N, N, C), C the net's input planes (the komi plane included)
     policy: np.ndarray      # (B, N*N+1)
     value: np.ndarray       # (B,)
     ownership: np.ndarray   # (B, N, N)
@@ -38,11 +41,17 @@ class Sample(NamedTuple):
 
 
 class ReplayBuffer:
-    def __init__(self, capacity: int, board_size: int, input_planes: int):
+    """`board_planes`: the stored 0/1 planes (Config.board_planes); `komi_input`: samples
+    get the komi plane appended (the net reads it)."""
+
+    def __init__(self, capacity: int, board_size: int, board_planes: int,
+                 komi_input: bool = False):
         self.capacity = capacity
         self.board_size = board_size
+        self.komi_input = bool(komi_input)
         self.num_actions = board_size * board_size + 1
-        self.planes = np.zeros((capacity, board_size, board_size, input_planes), dtype=np.uint8)
+        self.planes = np.zeros((capacity, board_size, board_size, board_planes), dtype=np.uint8)
+        self.komi = np.zeros(capacity, dtype=np.float32)
         self.policy = np.zeros((capacity, self.num_actions), dtype=np.float32)
         self.value = np.zeros(capacity, dtype=np.float32)
         self.ownership = np.zeros((capacity, board_size, board_size), dtype=np.int8)
@@ -56,10 +65,18 @@ class ReplayBuffer:
 
     def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
             ownership: np.ndarray | None = None, score: np.ndarray | None = None,
-            final: np.ndarray | None = None) -> None:
-        """Append positions; without ownership/score/final they are marked as not final."""
+            final: np.ndarray | None = None, komi: np.ndarray | None = None) -> None:
+        """Append positions; without ownership/score/final they are marked as not final.
+        `komi` (k,), each position's komi for the side to move, is needed with komi_input."""
         count = len(value)
         n = self.board_size
+        if komi is None:
+            if self.komi_input:
+                raise ValueError("replay add: positions without their komi, for a net that "
+                                 "reads it")
+            komi = np.zeros(count, np.float32)
+        if np.shape(komi) != (count,) or not np.isfinite(komi).all():
+            raise ValueError(f"replay add: komi must be {count} finite numbers")
         if ownership is None:
             ownership = np.zeros((count, n, n), np.int8)
             score, final = np.zeros(count, np.float32), np.zeros(count, bool)
@@ -78,6 +95,7 @@ class ReplayBuffer:
         self.ownership[positions] = ownership[keep]
         self.score[positions] = score[keep]
         self.final[positions] = final[keep]
+        self.komi[positions] = np.asarray(komi, np.float32)[keep]
         self.next = int((self.next + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
 
@@ -89,6 +107,8 @@ class ReplayBuffer:
         index = rng.integers(0, self.size, batch_size)
         symmetry = rng.integers(0, 8, batch_size)
         planes = symmetries.transform_planes(self.planes[index].astype(np.float32), symmetry)
+        if self.komi_input:   # one value over the board: every symmetry keeps it
+            planes = with_komi_plane(planes, self.komi[index])
         policy = symmetries.transform_policy(self.policy[index], symmetry)
         ownership = symmetries.transform_planes(
             self.ownership[index, :, :, None].astype(np.float32), symmetry)[..., 0]
@@ -113,10 +133,13 @@ class ReplayBuffer:
                 if planes.max(initial=0) > 1 or not (np.isfinite(policy).all()
                                                      and (np.abs(value) <= 1).all()):
                     raise ValueError("values outside their range")
-                # Chunks written before the auxiliary heads carry no ownership targets.
+                # Chunks written before the auxiliary heads carry no ownership targets, and
+                # those written before komi was an input no komi (runs whose net cannot read
+                # it: a net that does refuses them in add).
                 extra = ((chunk["ownership"], chunk["score"], chunk["final"])
-                         if "ownership" in chunk else ())
-                self.add(planes, policy, value, *extra)
+                         if "ownership" in chunk else (None, None, None))
+                self.add(planes, policy, value, *extra,
+                         komi=chunk["komi"] if "komi" in chunk else None)
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
                 log(f"replay chunk {path.name} is damaged ({type(error).__name__}: {error}); "
                     f"skipping it")
@@ -126,7 +149,9 @@ class ReplayBuffer:
 
 
 def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
-                 ownership: np.ndarray, score: np.ndarray, final: np.ndarray) -> dict[str, np.ndarray]:
+                 ownership: np.ndarray, score: np.ndarray, final: np.ndarray,
+                 komi: np.ndarray) -> dict[str, np.ndarray]:
     return {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
             "value": value.astype(np.float32), "ownership": ownership.astype(np.int8),
-            "score": score.astype(np.float32), "final": final.astype(bool)}
+            "score": score.astype(np.float32), "final": final.astype(bool),
+            "komi": komi.astype(np.float32)}

@@ -247,11 +247,12 @@ class RunDirectory:
         explicitly for another shape, or no checkpoint is sound."""
         from training.nets import net_shape  # deferred: nets imports this module
         try:
-            loaded = self.load_latest_checkpoint(accept=net_shape)
+            loaded = self.load_latest_checkpoint(
+                accept=lambda state: net_shape(state, config.history))
         except CheckpointError as error:
             raise ValueError(f"{self.config_path} is missing and {error}") from None
         state, counters = loaded
-        shape = net_shape(state)
+        shape = net_shape(state, config.history)
         stored = dataclasses.replace(config, **shape)
         asked = dataclasses.replace(stored, **overrides)
         problems = asked.incompatibilities(stored)

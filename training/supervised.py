@@ -137,7 +137,7 @@ class SupervisedRun:
         """`steps` SGD steps on batches drawn uniformly from `positions`, each sample under a
         random one of the 8 symmetries; the mean losses of the steps."""
         config = self.config
-        buffer = ReplayBuffer(len(positions), config.board_size, config.input_planes)
+        buffer = ReplayBuffer(len(positions), config.board_size, config.board_planes)
         buffer.add(positions.planes, positions.policy, positions.value)
         totals: dict[str, float] = {}
         done = 0
