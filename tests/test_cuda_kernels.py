@@ -133,25 +133,33 @@ def _host_evaluator(board_size):
         logits = np.concatenate([opponent - 0.5 * own, np.zeros((rows, 1))], axis=1)
         policy = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
         value = np.tanh((own - opponent).mean(axis=1) * board_size)
+        if planes.shape[-1] % 2:          # the komi plane (komi_input): the value reads it
+            value = np.tanh(value + planes[:, 0, 0, -1])
         return policy.astype(np.float32), value.astype(np.float32)
     return evaluate
 
 
 @NEEDS_CUDA
-@pytest.mark.parametrize("board_size,superko", [(9, True), (19, False)])
-def test_self_play_is_the_same_on_both_back_ends(board_size, superko):
+@pytest.mark.parametrize("board_size,superko,komi", [(9, True, False), (19, False, False),
+                                                     (9, False, True)])
+def test_self_play_is_the_same_on_both_back_ends(board_size, superko, komi):
     """One code path: SelfPlay over the CUDA rules (one upload and one download per search
-    step) records exactly the positions, policy targets and results of the CPU rules."""
+    step) records exactly the positions, policy targets and results of the CPU rules; with
+    the komi plane, drawn komis and handicap games too (each slot's komi in the leaf kernel)."""
     from games.selfplay import SelfPlay
     config = PRESETS["tiny"].overridden(board_size=board_size, superko=superko, num_games=16,
                                         simulations=8, history=3)
+    if komi:
+        config = config.overridden(komi_input=True, komi_spread=3.0, komi_wide_share=0.3,
+                                   handicap_share=0.3)
     batches = [SelfPlay(config.overridden(backend=backend), _host_evaluator(board_size),
                         seed=5).play(4 * board_size * board_size)
                for backend in ("cpu", "cuda")]
     cpu, gpu = batches
-    for name in ("planes", "policy", "value"):
+    for name in ("planes", "policy", "value", "komi"):
         np.testing.assert_array_equal(getattr(cpu, name), getattr(gpu, name), err_msg=name)
     assert [g.moves for g in cpu.games] == [g.moves for g in gpu.games]
+    assert [(g.komi, g.handicap) for g in cpu.games] == [(g.komi, g.handicap) for g in gpu.games]
     assert [g.score for g in cpu.games] == [g.score for g in gpu.games]
 
 
