@@ -288,6 +288,10 @@ class Renderer:
         y = self._text(surface, self.title_font, "Go against the net", (left, y), ACCENT) + 6
         y = self._wrapped(surface, self.small_font, f"Net: {session.net_name}", y, DIM_TEXT)
         y = self._wrapped(surface, self.small_font, f"Plays by {session.mode_text()}", y,
+                          DIM_TEXT)
+        handicap = (f", handicap {len(session.handicap_points)}" if session.handicap_points
+                    else "")
+        y = self._wrapped(surface, self.small_font, f"Komi {session.go.komi:g}{handicap}", y,
                           DIM_TEXT) + 10
         you = f"You: {colour_name(session.human_colour)}    Net: {colour_name(session.net_colour)}"
         y = self._text(surface, self.font, you, (left, y), TEXT) + 4
