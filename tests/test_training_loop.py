@@ -856,7 +856,7 @@ def test_replay_samples_are_symmetric_images_of_stored_positions():
     policy = rng.random((stored, 26)).astype(np.float32)
     policy /= policy.sum(axis=1, keepdims=True)
     value = (np.array([1, -1, 1, -1, 1]) * np.arange(1, stored + 1) / stored).astype(np.float32)
-    buffer = ReplayBuffer(capacity=16, board_size=5, input_planes=TINY.input_planes)
+    buffer = ReplayBuffer(capacity=16, board_size=5, board_planes=TINY.board_planes)
     buffer.add(planes, policy, value)
 
     sampled_planes, sampled_policy, sampled_value = buffer.sample(64, np.random.default_rng(1))[:3]
