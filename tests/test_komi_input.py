@@ -200,3 +200,31 @@ def test_the_gtp_komi_reaches_the_net():
         assert set(np.round(values[:, 0].astype(float), 6)) == {round(-komi / 20, 6),
                                                                 round(komi / 20, 6)}
         engine.handlers()["clear_board"]([])
+
+
+def test_the_calibration_tool_finds_where_a_net_gives_komi_its_worth():
+    """benchmarks/komi_calibration.py on a stand-in net that values the empty board for Black
+    as tanh((7 - komi) / 4), read off the komi plane: Black's win probability crosses 50%
+    at komi 7, from the net alone and after a search that sees only that value."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import komi_calibration
+
+    def komi_reader(planes):
+        planes = np.asarray(planes)
+        actions = planes.shape[1] * planes.shape[2] + 1
+        black_to_move = planes[:, 0, 0, -3] == 1   # the black-to-move plane (history 1)
+        # The plane holds -komi / 20 with Black to move, +komi / 20 with White to move.
+        komi = planes[:, 0, 0, -1] * 20 * np.where(black_to_move, -1, 1)
+        value = np.tanh((7 - komi) / 4) * np.where(black_to_move, 1, -1)
+        return np.full((len(planes), actions), 1 / actions, np.float32), value.astype(np.float32)
+
+    config = PRESETS["tiny"].overridden(board_size=N, komi_input=True, history=1)
+    komis = komi_calibration.komi_range("2:12:2")
+    assert komis.tolist() == [2, 4, 6, 8, 10, 12]
+    by_net, by_search = komi_calibration.black_win_probabilities(config, komi_reader, komis,
+                                                                 16, seed=0)
+    assert np.allclose(by_net, (1 + np.tanh((7 - komis) / 4)) / 2, atol=1e-6)
+    assert komi_calibration.crossing(komis, by_net) == pytest.approx(7.0)
+    # Every position of a search has the value of its komi: the search agrees with the net.
+    assert np.allclose(by_search, by_net, atol=1e-6)
+    assert komi_calibration.crossing(komis, np.full(len(komis), 0.48)) is None
