@@ -39,9 +39,6 @@ def add_arguments(parser) -> None:
 def check(args, parser) -> None:
     if not 0 <= args.held_out < 1:
         parser.error("--held-out must be in [0, 1)")
-    if args.komi_input:
-        parser.error("--komi-input: a net that reads the komi learns it from self-play "
-                     "(bp_tree.py); SGF corpora are read at the run's one komi")
 
 
 def main(argv=None) -> int:

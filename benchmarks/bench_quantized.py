@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
 from games.selfplay import SelfPlay  # noqa: E402
+from kernels.go_batch import with_komi_plane  # noqa: E402
 from training.nets import read_named_weights  # noqa: E402
 from training.options import OneLineParser  # noqa: E402
 
@@ -59,7 +60,8 @@ def cpu_flags() -> str:
 
 def selfplay_positions(config, evaluate, count: int) -> np.ndarray:
     batch = SelfPlay(config.overridden(num_games=128, backend="cpu"), evaluate, seed=7).play(count)
-    return batch.planes.astype(np.float32)
+    return (with_komi_plane(batch.planes, batch.komi) if config.komi_input
+            else batch.planes.astype(np.float32))
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path, calibration: np.ndarray) -> None:

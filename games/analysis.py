@@ -8,8 +8,9 @@ tree has searched it:
 - `principal_variation`: the moves down the most visited edges;
 - `grow`: more search, in chunks, up to a cap on the root's visits (`analysis_cap`);
 - `Heads`: the net's ownership and score-lead estimates of the root and of the positions after
-  the searched moves (a net with the auxiliary heads), each asked for once; the lead is
-  corrected for a komi other than the net's (`komi_shift`), the win rate cannot be.
+  the searched moves (a net with the auxiliary heads), each asked for once. A net that reads
+  the komi answers for the game's; for an older net the lead is corrected for a komi other
+  than the one it trained with (`komi_shift`), the win rate cannot be.
 
 Values are from the view of the side to move at the root: Q in [-1, 1], win rate (1 + Q) / 2,
 score lead in points with komi included. The tree keeps no variance, so the LCB is the win

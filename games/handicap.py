@@ -28,9 +28,10 @@ def fixed_handicap_vertices(board_size: int, stones: int) -> list[str] | None:
 
 
 def random_handicap_points(board_size: int, stones: int, rng: np.random.Generator) -> np.ndarray:
-    """`stones` distinct flat points drawn uniformly off the first line (anywhere on boards
-    under 5x5), for a self-play game started from free handicap stones."""
+    """`stones` distinct flat points drawn uniformly off the first line (boards of 5x5 or
+    more: Config.handicap_share needs one), for a self-play game started from free handicap
+    stones."""
     n = board_size
-    lines = np.arange(1, n - 1) if n >= 5 else np.arange(n)
+    lines = np.arange(1, n - 1)
     points = (lines[:, None] * n + lines[None, :]).reshape(-1)
     return np.sort(rng.choice(points, size=min(stones, len(points)), replace=False))

@@ -95,13 +95,16 @@ def record_positions(record: SgfRecord, config: Config) -> Positions:
     stones[root.add_white] = -1
     to_play = root.to_play or moves[0][0]
     go = GoBatch(1, n, komi=config.komi, superko=config.superko, max_moves=len(moves) + 1,
-                 history_length=config.history, extra_features=config.extra_features)
+                 history_length=config.history, extra_features=config.extra_features,
+                 komi_input=config.komi_input)
     try:
         go.set_board(stones.reshape(1, n, n), np.array([to_play]))
     except ValueError as error:
         raise UnusableGame(f"setup: {error}") from None
     count, actions = len(moves), n * n + 1
-    planes = np.empty((count, n, n, config.input_planes), np.uint8)
+    # 0/1 planes as uint8; a net that reads the komi gets its plane (the run's komi) too.
+    planes = np.empty((count, n, n, config.input_planes),
+                      np.float32 if config.komi_input else np.uint8)
     legal = np.empty((count, actions), bool)
     value = np.empty(count, np.float32)
     played = np.empty(count, np.int64)

@@ -134,7 +134,8 @@ def game_to_sgf(board_size: int, komi: float, moves: list[int], result: str,
     """An SGF record of a game from the empty board, or from `handicap` black stones (flat
     indices, set up in the root with HA); moves are flat indices, pass = N*N, alternating
     from `first_player` (+1 black)."""
-    nodes = [SgfNode(comment=comment, add_black=[int(point) for point in handicap])]
+    nodes = [SgfNode(comment=comment, add_black=[int(point) for point in handicap],
+                     to_play=-1 if first_player == -1 else 0)]
     colour = first_player
     for move in moves:
         nodes.append(SgfNode(colour=colour, move=int(move)))

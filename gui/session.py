@@ -12,7 +12,8 @@ caller's thread, one net call per position: the planes are taken with each snaps
 thread searches, and the net (a `NetProcess`) serves one call at a time.
 
 Undo restores a `GoBatch.save()` snapshot taken before each move and empties the search tree.
-Black moves first and colours alternate (no handicap), so move i was Black's when i is even.
+Black moves first and colours alternate, so move i was Black's when i is even; in a handicap
+game (the handicap stones set up, White first) White's.
 """
 from __future__ import annotations
 

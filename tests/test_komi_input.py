@@ -88,7 +88,12 @@ def test_bad_komis_are_refused_and_a_damaged_one_is_not_restored():
 def test_the_config_refuses_komi_draws_for_a_net_that_cannot_see_the_komi():
     with pytest.raises(ValueError, match="komi_spread and komi_wide_share need komi_input"):
         Config(komi_spread=2.0).validate()
-    Config(komi_spread=2.0, komi_input=True).validate()
+    drawing = Config(komi_spread=2.0, komi_input=True).validate()
+    # A match of such a run against an older net: that net plays without the draws.
+    older = drawing.with_inputs_of(Config())
+    assert not older.komi_input and older.komi_spread == 0 and older.validate()
+    with pytest.raises(ValueError, match="handicap_share needs a board of 5x5"):
+        Config(board_size=4, handicap_share=0.1).validate()
 
 
 def test_komi_draws_and_handicap_points():
@@ -142,7 +147,7 @@ def test_self_play_plays_each_game_at_its_komi_and_from_its_handicap():
                                   handicap=game.handicap))
     assert sorted(record.nodes[0].add_black) == sorted(game.handicap)
     assert record.handicap == len(game.handicap) and record.komi == game.komi
-    assert record.moves[0][0] == -1
+    assert record.moves[0][0] == -1 and record.nodes[0].to_play == -1
 
 
 def test_the_replay_appends_the_komi_plane_and_its_chunks_keep_the_komi(tmp_path):

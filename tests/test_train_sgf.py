@@ -110,12 +110,16 @@ def test_corpus_counts_and_skips_files_with_reasons(tmp_path):
     assert dict(corpus.skipped)["nine.sgf"].startswith("board size: 9x9")
 
 
-def test_train_sgf_leaves_a_run_that_bp_tree_continues(tmp_path, capsys):
+@pytest.mark.parametrize("komi_input", ["false", "true"])
+def test_train_sgf_leaves_a_run_that_bp_tree_continues(tmp_path, capsys, komi_input):
+    """With --komi-input true the records' positions carry the run's komi as the net's last
+    plane (the replay keeps it as a number), and self-play goes on at its own komis."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     write_corpus(corpus, 10)
     run = tmp_path / "run"
-    flags = ["--run", str(run), "--preset", "tiny", "--komi", "0.5", "--gnugo_every", "0"]
+    flags = ["--run", str(run), "--preset", "tiny", "--komi", "0.5", "--gnugo_every", "0",
+             "--komi_input", komi_input]
     before = time.process_time()
     assert train_sgf.main(["--sgf", str(corpus), "--iterations", "2", "--held_out", "0.2",
                            *flags]) == 0

@@ -214,6 +214,9 @@ class Config:
             raise ValueError("config: komi_spread and komi_wide_share need komi_input true (a "
                              "net that cannot see the komi would learn noise), got "
                              f"{self.komi_spread} and {self.komi_wide_share}")
+        if self.handicap_share and self.board_size < 5:
+            raise ValueError(f"config: handicap_share needs a board of 5x5 or more (2-4 stones "
+                             f"off the first line), got {self.board_size}x{self.board_size}")
         if self.ray_address and not self.workers:
             raise ValueError(f"config: ray_address needs workers > 0, got ray_address {self.ray_address!r}")
         return self
@@ -342,8 +345,12 @@ class Config:
     INPUT_FIELDS = ("history", "extra_features", "komi_input")
 
     def with_inputs_of(self, net: "Config") -> "Config":
-        """This config (the game's rules, the search) with `net`'s input-plane fields."""
-        return self.overridden(**{name: getattr(net, name) for name in self.INPUT_FIELDS})
+        """This config (the game's rules, the search) with `net`'s input-plane fields; a net
+        that does not read the komi plays without self-play's komi draws."""
+        inputs = {name: getattr(net, name) for name in self.INPUT_FIELDS}
+        if not net.komi_input:
+            inputs.update(komi_spread=0.0, komi_wide_share=0.0)
+        return self.overridden(**inputs)
 
     def incompatibilities(self, saved: "Config") -> list[str]:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"
@@ -379,7 +386,7 @@ class Config:
                                  "net shape; fresh optimizer and replay; --aux-heads true may add "
                                  "fresh ownership and score heads, a larger --blocks residual "
                                  "blocks that start as identities, --extra-features true input "
-                                 "planes with zero weights")
+                                 "planes and --komi-input true the komi plane with zero weights")
         for f in fields(cls):
             parser.add_argument(option_name(f.name), dest=f.name, default=None,
                                 type=_parser_for(f),

@@ -255,8 +255,9 @@ def net_shape(arrays: dict[str, np.ndarray], history: int | None = None) -> dict
     """The config fields that shape a net (Config.SHAPE_FIELDS) read off the "model.NNNN"
     arrays of a model file or checkpoint: a run whose config.json is gone still knows its net.
     A plane count can mean two inputs (2h+5 planes: history h with the komi plane, or history
-    h-3 with the extra planes): `history`, the run's, then decides. ValueError when the
-    arrays fit no `resnet.build_model` net, or fit two and no history tells them apart."""
+    h-3 with the extra planes): `history`, the run's, then decides (only then: a run whose
+    config.json is gone may have another history than the command line's). ValueError when
+    the arrays fit no `resnet.build_model` net, or fit two and no history tells them apart."""
     stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
     ambiguous = False
     for aux_heads in (False, True):
@@ -272,8 +273,9 @@ def net_shape(arrays: dict[str, np.ndarray], history: int | None = None) -> dict
                 continue
             planes = stem.shape[2]
             inputs = [(h, extra, komi) for komi in (False, True) for extra in (False, True)
-                      for h in range(planes) if feature_planes(h, extra, komi) == planes
-                      and (history is None or h == history)]
+                      for h in range(planes) if feature_planes(h, extra, komi) == planes]
+            if len(inputs) > 1 and history is not None:
+                inputs = [found for found in inputs if found[0] == history]
             if len(inputs) != 1:
                 ambiguous = ambiguous or len(inputs) > 1
                 continue

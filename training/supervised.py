@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernels.go_batch import KOMI_SCALE
 from training.config import Config
 from training.nets import build_trainer
 from training.replay_buffer import ReplayBuffer
@@ -137,8 +138,14 @@ class SupervisedRun:
         """`steps` SGD steps on batches drawn uniformly from `positions`, each sample under a
         random one of the 8 symmetries; the mean losses of the steps."""
         config = self.config
-        buffer = ReplayBuffer(len(positions), config.board_size, config.board_planes)
-        buffer.add(positions.planes, positions.policy, positions.value)
+        buffer = ReplayBuffer(len(positions), config.board_size, config.board_planes,
+                              config.komi_input)
+        if config.komi_input:
+            # The net's planes end with the komi plane: the buffer keeps it as a number.
+            buffer.add(positions.planes[..., :-1], positions.policy, positions.value,
+                       komi=positions.planes[:, 0, 0, -1] * KOMI_SCALE)
+        else:
+            buffer.add(positions.planes, positions.policy, positions.value)
         totals: dict[str, float] = {}
         done = 0
         for _ in range(steps):
