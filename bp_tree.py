@@ -534,6 +534,10 @@ def main(argv=None) -> int:
         print(iterations[-1] if iterations else 0)
         return 0
     config, args = Config.from_args(argv)
+    # The preset and the command line, before a warm start's shape is taken: where a warm
+    # start enters the schedule is measured against the schedule's own nets (a config that
+    # took the source's 8 blocks would find every position as grown as the source).
+    asked = config
     command = shlex.join(["bp_tree.py", *argv])
     try:
         resolve_backend(config.backend)   # a missing GPU is refused before anything is touched
@@ -562,7 +566,7 @@ def main(argv=None) -> int:
             if args.init_from is not None and not run.checkpoint_iterations():
                 # It enters the schedule where the source stands in it (again on a restart
                 # before its first checkpoint: the position lives in the checkpoints).
-                schedule_start = warm_start_position(config, args.init_from)
+                schedule_start = warm_start_position(asked, args.init_from)
                 if config.schedule:
                     log(f"--init-from {args.init_from}: schedule position {schedule_start:,}")
             scheduled = {name for _, name, _ in config.schedule}
