@@ -6,7 +6,10 @@ komi (Config.komi_input) answers each at its own; an older net answers every kom
 9x9 under area scoring the fair komi is about 7: a calibrated net crosses 50% between 5 and 9.
 
     .venv/bin/python benchmarks/komi_calibration.py [--model F | --run R] [--sims 200]
-                                                     [--komis -4:20:1]
+                                                     [--komis=-4:20:1]
+
+(`--komis=...` with the equals sign: a value that starts with a minus sign would be read as
+an option otherwise.)
 
 Last line: `komi calibration model=... crossing_net=K crossing_search=K` (none: no crossing).
 """
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
     options.add_net_source(parser)
     parser.add_argument("--sims", type=int, default=200,
                         help="simulations of the search per komi (0: the net's value alone)")
-    parser.add_argument("--komis", default="-4:20:1", help="LOW:HIGH:STEP (default -4:20:1)")
+    parser.add_argument("--komis", default="-4:20:1", help="LOW:HIGH:STEP (default -4:20:1; --komis=-4:20:1 when LOW is negative)")
     options.add_seed(parser)
     args = parser.parse_args(argv)
     try:
