@@ -482,7 +482,6 @@ class TrainingLoop:
                                result_text(game.result, game.score, game.resigned),
                                black="self-play", white="self-play",
                                comment=f"iteration {iteration}, self-play game {index}",
-                               first_player=-1 if game.handicap else 1,
                                handicap=game.handicap)
             atomic_write_bytes(self.run.sgf / f"iter_{iteration:06d}_game_{index}.sgf", data)
 

@@ -130,13 +130,13 @@ def read_sgf(data: bytes) -> SgfRecord:
 
 def game_to_sgf(board_size: int, komi: float, moves: list[int], result: str,
                 black: str = "", white: str = "", comment: str = "",
-                first_player: int = 1, handicap: tuple = ()) -> bytes:
-    """An SGF record of a game from the empty board, or from `handicap` black stones (flat
-    indices, set up in the root with HA); moves are flat indices, pass = N*N, alternating
-    from `first_player` (+1 black)."""
+                handicap: tuple = ()) -> bytes:
+    """An SGF record of a game from the empty board, Black first, or from `handicap` black
+    stones (flat indices, set up in the root with HA and PL[W]), White first; moves are flat
+    indices, pass = N*N, the colours alternating."""
     nodes = [SgfNode(comment=comment, add_black=[int(point) for point in handicap],
-                     to_play=-1 if first_player == -1 else 0)]
-    colour = first_player
+                     to_play=-1 if handicap else 0)]
+    colour = -1 if handicap else 1
     for move in moves:
         nodes.append(SgfNode(colour=colour, move=int(move)))
         colour = -colour

@@ -188,8 +188,7 @@ class GameSession:
         self._position = 0                  # counts the snapshots, one per change of position
         self.moves: list[int] = []
         self._history: list = []            # GoBatch snapshot before each move
-        self.handicap = 0                   # stones of the games `new_game` starts
-        self.handicap_points: tuple = ()    # this game's handicap stones (White moves first)
+        self.handicap = 0                   # this game's handicap stones (White moves first)
         self.resigned_by = 0
         self.message = ""
         self.analysis: Analysis | None = None
@@ -364,8 +363,6 @@ class GameSession:
             self.handicap = handicap
         self._stop_thinking()
         self.driver.new_games()
-        vertices = fixed_handicap_vertices(self.board_size, self.handicap) or []
-        self.handicap_points = tuple(coords.from_gtp(v, self.board_size) for v in vertices)
         if self.handicap_points:
             stones = np.zeros(self.board_size ** 2, np.int8)
             stones[list(self.handicap_points)] = BLACK
@@ -377,10 +374,17 @@ class GameSession:
         self.analysis = None
         self._refresh()
         self.message = f"New game: you play {colour_name(self.human_colour)}."
-        if vertices:
-            self.message = (f"New game, handicap {len(vertices)} ({' '.join(vertices)}), "
+        if self.handicap:
+            vertices = " ".join(fixed_handicap_vertices(self.board_size, self.handicap))
+            self.message = (f"New game, handicap {self.handicap} ({vertices}), "
                             f"White first: you play {colour_name(self.human_colour)}.")
         return True
+
+    @property
+    def handicap_points(self) -> tuple:
+        """The flat points of this game's handicap stones (GTP's fixed ones), () for none."""
+        vertices = fixed_handicap_vertices(self.board_size, self.handicap) or []
+        return tuple(coords.from_gtp(vertex, self.board_size) for vertex in vertices)
 
     def next_handicap(self) -> bool:
         """A new game with the next handicap: none, 2, 3, 4 stones, then none again."""
@@ -436,7 +440,7 @@ class GameSession:
                            black=names[BLACK], white=names[WHITE],
                            comment=f"played in play_network_gui.py against {self.net_name} "
                                    f"({self.mode_text()})",
-                           first_player=self._mover(0), handicap=self.handicap_points)
+                           handicap=self.handicap_points)
         stamp = time.strftime("%Y%m%d_%H%M%S")
         path = directory / f"game_{stamp}.sgf"
         suffix = 1

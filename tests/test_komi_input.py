@@ -143,8 +143,7 @@ def test_self_play_plays_each_game_at_its_komi_and_from_its_handicap():
     assert batch.planes.shape[-1] == config.board_planes == config.input_planes - 1
     # The SGF record starts from the handicap stones, White first, at the game's komi.
     game = handicapped[0]
-    record = read_sgf(game_to_sgf(N, game.komi, game.moves, "?", first_player=-1,
-                                  handicap=game.handicap))
+    record = read_sgf(game_to_sgf(N, game.komi, game.moves, "?", handicap=game.handicap))
     assert sorted(record.nodes[0].add_black) == sorted(game.handicap)
     assert record.handicap == len(game.handicap) and record.komi == game.komi
     assert record.moves[0][0] == -1 and record.nodes[0].to_play == -1
