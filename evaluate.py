@@ -22,7 +22,9 @@ that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
 Without --run the first model player's config sets the game, else --board-size (default 9);
---komi sets the komi of any match.
+--komi sets the komi of any match. `--give P`: player A gives P points of komi in every game
+(komi + P when A is black, komi - P when white); e.g. `--give 9` around komi 7.5 plays A as
+black at komi 16.5 and as white at -1.5. A net that reads the komi sees each game's.
 
 Everything that can be checked before the first game is: flags and their ranges, the GNU Go
 levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
@@ -41,7 +43,7 @@ from pathlib import Path
 
 from games import players
 from games.gnugo import GnuGoError, probe_gnugo
-from games.matches import play_pair, round_robin
+from games.matches import check_give, play_pair, round_robin
 from games.players import NetSource
 from games.ratings import fit_bradley_terry, rating_table
 from training import options
@@ -75,6 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "opening, colours swapped); 0 starts every game from the empty board")
     parser.add_argument("--opening-moves", type=int, default=0,
                         help="a net's own first moves sampled by visit count (default greedy)")
+    parser.add_argument("--give", type=float, default=0.0, metavar="P",
+                        help="player A gives P points of komi: each game's komi is --komi + P "
+                             "when A is black, --komi - P when A is white (default 0)")
     parser.add_argument("--checkpoints", type=int, default=None,
                         help="with --rating: the newest this many checkpoints (default all kept)")
     parser.add_argument("--gnugo-levels", default="",
@@ -90,6 +95,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error("--rating needs --run")
         if args.player_a or args.player_b:
             parser.error("--rating plays its own pairs; leave out --black/--white")
+        if args.give:
+            parser.error("--give is for a match between --black and --white, not --rating")
     elif not (args.player_a and args.player_b):
         parser.error("name two players with --black and --white (or use --rating)")
     if args.run and args.board_size is not None:
@@ -206,6 +213,10 @@ def play(args: argparse.Namespace) -> int:
     if args.rating:
         check_gnugo(args, [f"gnugo:{level}" for level in args.gnugo_levels])
         return rating(args, config, checkpoints, games, simulations, parallel)
+    try:
+        check_give(args.give, config.board_size)
+    except ValueError as error:
+        raise SystemExit(f"evaluate: --give: {error}") from None
     entry_a, name_a = players.match_entry(args.player_a, config, checkpoints, parallel, log=log)
     entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log)
     check_gnugo(args, [name_a, name_b])
@@ -215,14 +226,17 @@ def play(args: argparse.Namespace) -> int:
     searching = (f"{simulations} simulations per net move"
                  + (f" (rollout_lambda {config.rollout_lambda:g})" if config.rollout_lambda else "")
                  + ", " if nets else "")
-    print(f"{config.board_size}x{config.board_size}, komi {config.komi:g}, "
+    komi = (f"komi {config.komi + args.give:g} when A is black, "
+            f"{config.komi - args.give:g} when white" if args.give else f"komi {config.komi:g}")
+    print(f"{config.board_size}x{config.board_size}, {komi}, "
           f"{'positional superko' if config.superko else 'simple ko'}, "
           f"{searching}{games} games ({parallel} at once)", flush=True)
     try:
         report = play_pair(config, entry_a, entry_b, games, simulations, seed=args.seed,
                            parallel=parallel, names=(name_a, name_b),
                            opening_moves=args.opening_moves,
-                           random_openings=args.random_openings, gnugo_path=args.gnugo, log=log)
+                           random_openings=args.random_openings, gnugo_path=args.gnugo,
+                           give=args.give, log=log)
     except GnuGoError as error:
         raise SystemExit(f"evaluate: GNU Go cannot play: {error}") from None
     print(report.summary())

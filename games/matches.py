@@ -46,6 +46,11 @@ visit count; each GNU Go process gets its own `--seed` (seed * 100003 + game + 1
 `MatchReport.distinct_games` counts distinct move sequences: read the Wilson interval with it
 in mind.
 
+Giving points: with `give` P, player A gives P points of komi in every game: the game's komi
+is `komi` + P when A is black and `komi` - P when A is white (on 9x9, P = 9 around komi 7.5
+is komi 16.5 and -1.5, about a two-stone handicap). Every player, the arbiter, the SGF and
+the GNU Go judges and referees get the game's own komi; a net that reads the komi sees it.
+
 The cleanup phase starts from a position without history: a ko or superko ban does not carry
 over the two passes (two passes clear a simple-ko ban anyway; GNU Go keeps its superko history).
 """
@@ -83,14 +88,15 @@ def log_to_stderr(message: str) -> None:
 
 class Player:
     """A side in a batch of games. The match calls, for slots (int arrays):
-    new_games(slots, game_indices) when games start; begin_moves then finish_moves for the
+    new_games(slots, game_indices, komis) when games start (komis: each game's komi, float64); begin_moves then finish_moves for the
     slots where this player is to move (finish returns int64 moves, RESIGN or FAILED);
     observe(slots, moves) with every move played, its own included; restart(slots, stones,
     to_play) when a cleanup phase resumes play from a position; end_games(slots); close()."""
     name = "player"
     is_gnugo = False
 
-    def new_games(self, slots: np.ndarray, game_indices: np.ndarray) -> None:
+    def new_games(self, slots: np.ndarray, game_indices: np.ndarray,
+                  komis: np.ndarray) -> None:
         pass
 
     def begin_moves(self, arbiter: GoBatch, slots: np.ndarray) -> None:
@@ -143,8 +149,9 @@ class NetPlayer(Player):
         mask[slots] = True
         return mask
 
-    def new_games(self, slots, game_indices):
+    def new_games(self, slots, game_indices, komis):
         self.driver.new_games(self._mask(slots))
+        self.driver.go.set_komi(komis, slots)
         self.own_moves[slots] = 0
         self.in_cleanup[slots] = False
 
@@ -194,10 +201,10 @@ class GnuGoPlayer(Player):
     def process_seed(self, game_index: int) -> int:
         return (self.seed * 100003 + int(game_index) + 1) % (2 ** 31 - 1) or 1
 
-    def _start(self, slot: int, game_index: int):
+    def _start(self, slot: int, game_index: int, komi: float):
         config = self.config
         try:
-            return gnugo.GnuGo(config.board_size, config.komi, level=self.level,
+            return gnugo.GnuGo(config.board_size, komi, level=self.level,
                                seed=self.process_seed(game_index), superko=config.superko,
                                path=self.path, timeout=self.timeout)
         except GnuGoError as error:
@@ -205,9 +212,9 @@ class GnuGoPlayer(Player):
                      f"the game is not counted")
             return None
 
-    def new_games(self, slots, game_indices):
+    def new_games(self, slots, game_indices, komis):
         self.end_games(slots)
-        started = self.pool.map(self._start, slots, game_indices)
+        started = self.pool.map(self._start, slots, game_indices, komis)
         for slot, game_index, process in zip(slots, game_indices, started):
             self.processes[slot] = process
             self.moves[slot] = []
@@ -267,6 +274,7 @@ class GameRecord:
     cleanup_start: int | None  # index in `moves` where the cleanup phase began, None if none
     result: float              # for player A: +1 win, -1 loss, 0 draw
     score: float               # our area score, black - white - komi (nan if resigned)
+    komi: float = 0.0          # the game's komi (the match's, +- what A gives)
     resigned: int = 0          # the colour that resigned, 0 if nobody did
     capped: bool = False       # ended at the move cap, not by passes
     gnugo_score: float | None = None   # a fresh GNU Go's final_score, black - white (None:
@@ -298,6 +306,7 @@ class MatchReport:
     records: tuple = ()
     not_played: int = 0
     seconds: float = 0.0
+    give: float = 0.0          # the komi A gave in every game (see the module docstring)
 
     @property
     def games(self) -> int:
@@ -350,7 +359,8 @@ class MatchReport:
         colours = self.by_colour()
         lines = [
             f"A = {self.player_a}, B = {self.player_b}: {self.games} games "
-            f"(A black in {colours['black'][1]}, white in {colours['white'][1]})",
+            f"(A black in {colours['black'][1]}, white in {colours['white'][1]})"
+            + (f"; A gives {self.give:g} points of komi" if self.give else ""),
             f"A wins {self.wins}, loses {self.losses}, draws {self.draws}: "
             f"win rate {self.win_rate:.1%}, 95% Wilson interval {low:.1%} - {high:.1%}",
             f"A as black {colours['black'][0]}/{colours['black'][1]}, "
@@ -375,6 +385,7 @@ class MatchReport:
 class _Slot:
     game: int = -1
     a_colour: int = 1
+    komi: float = 0.0
     phase: int = MAIN
     moves: list = field(default_factory=list)
     cleanup_start: int | None = None
@@ -382,17 +393,28 @@ class _Slot:
 
 def play_match(config: Config, player_a: Player, player_b: Player, games: int, *,
                parallel: int, seed: int = 0, referee: bool | None = None, gnugo_path=None,
-               random_openings: int = RANDOM_OPENINGS,
+               random_openings: int = RANDOM_OPENINGS, give: float = 0.0,
                log: Callable[[str], None] = log_to_stderr) -> MatchReport:
     """`games` games between two players built for a batch of `parallel` games; A is black in
     even-numbered games, games 2k and 2k + 1 start from the same `random_openings` random
-    moves. referee: cross-check finished games with a fresh GNU Go's final_score (default:
+    moves; A gives `give` points of komi in each (the module docstring). referee: cross-check finished games with a fresh GNU Go's final_score (default:
     when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
     if random_openings < 0:
         raise ValueError(f"random_openings must be >= 0, got {random_openings}")
+    check_give(give, config.board_size)
     return _Match(config, player_a, player_b, games, parallel=parallel, seed=seed,
                   referee=referee, gnugo_path=gnugo_path, random_openings=random_openings,
-                  log=log).play()
+                  give=give, log=log).play()
+
+
+def check_give(give: float, board_size: int) -> float:
+    """`give` as a float if it is a sensible number of points to give (a finite multiple of
+    0.5, at most the board's area); ValueError naming it otherwise."""
+    give = float(give)
+    if not np.isfinite(give) or give * 2 != round(give * 2) or abs(give) > board_size ** 2:
+        raise ValueError(f"give must be a multiple of 0.5 within +-{board_size ** 2} (the "
+                         f"board's area), got {give:g}")
+    return give
 
 
 class _Match:
@@ -402,8 +424,9 @@ class _Match:
 
     def __init__(self, config: Config, player_a: Player, player_b: Player, games: int, *,
                  parallel: int, seed: int, referee: bool | None, gnugo_path, random_openings: int,
-                 log):
+                 give: float, log):
         self.config, self.games, self.parallel, self.log = config, games, parallel, log
+        self.give = float(give)
         self.seed, self.random_openings = int(seed), int(random_openings)
         self.players = (player_a, player_b)
         self.uses_gnugo = player_a.is_gnugo or player_b.is_gnugo
@@ -450,7 +473,7 @@ class _Match:
                            draws=sum(r.result == 0 for r in records),
                            player_a=player_a.name, player_b=player_b.name,
                            records=tuple(records), not_played=self.not_played,
-                           seconds=time.perf_counter() - started)
+                           seconds=time.perf_counter() - started, give=self.give)
 
     def ply(self) -> None:
         """One move in every game in flight: ask both players (GNU Go's moves are requested
@@ -499,12 +522,12 @@ class _Match:
     def end_or_clean_up(self, ended: list[int]) -> None:
         """Finish the games that just ended, except those where GNU Go is playing, still in
         the main phase, and the judge sees dead stones: those resume in a cleanup phase."""
-        n, komi, superko = self.config.board_size, self.config.komi, self.config.superko
+        n, superko = self.config.board_size, self.config.superko
         # Only games ended by two passes: a capped game's position may carry a simple-ko ban
         # that a restart from its stones would drop while GNU Go keeps it.
         judging = [slot for slot in ended if self.uses_gnugo and self.slots[slot].phase == MAIN
                    and int(self.arbiter.passes([slot])[0]) >= 2]
-        verdicts = {slot: self.judges.submit(gnugo.judge_dead_stones, n, komi,
+        verdicts = {slot: self.judges.submit(gnugo.judge_dead_stones, n, self.slots[slot].komi,
                                              list(self.slots[slot].moves), superko=superko,
                                              path=self.judge_path) for slot in judging}
         cleanup = []
@@ -534,8 +557,9 @@ class _Match:
         starting = []
         for slot in chosen:
             if self.next_game < self.games:
-                self.slots[slot] = _Slot(game=self.next_game,
-                                         a_colour=1 if self.next_game % 2 == 0 else -1)
+                a_colour = 1 if self.next_game % 2 == 0 else -1
+                self.slots[slot] = _Slot(game=self.next_game, a_colour=a_colour,
+                                         komi=self.config.komi + self.give * a_colour)
                 starting.append(slot)
                 self.next_game += 1
             else:
@@ -544,8 +568,10 @@ class _Match:
             starting = np.array(starting, np.int64)
             self.arbiter.reset(starting)
             indices = np.array([self.slots[s].game for s in starting], np.int64)
+            komis = np.array([self.slots[s].komi for s in starting], np.float64)
+            self.arbiter.set_komi(komis, starting)
             for player in self.players:
-                player.new_games(starting, indices)
+                player.new_games(starting, indices, komis)
             self.play_openings(starting)
 
     def play_openings(self, starting: np.ndarray) -> None:
@@ -588,7 +614,7 @@ class _Match:
         capped = not resigned and int(arbiter.passes([slot])[0]) < 2
         record = GameRecord(index=state.game, a_colour=state.a_colour, moves=list(state.moves),
                             cleanup_start=state.cleanup_start,
-                            result=float(winner * state.a_colour), score=score,
+                            result=float(winner * state.a_colour), score=score, komi=state.komi,
                             resigned=resigned, capped=capped)
         player_a, player_b = self.players
         names = {state.a_colour: player_a.name, -state.a_colour: player_b.name}
@@ -596,13 +622,13 @@ class _Match:
         if state.cleanup_start is not None:
             comment += (f"; moves from {state.cleanup_start + 1} on: cleanup phase "
                         f"(GNU Go saw dead stones after two passes)")
-        record.sgf = game_to_sgf(config.board_size, config.komi, record.moves,
+        record.sgf = game_to_sgf(config.board_size, state.komi, record.moves,
                                  result_text(winner, score, bool(resigned)),
                                  black=names[1], white=names[-1], comment=comment)
         self.records.append(record)
         if self.referee and not resigned and not capped:
             self.cross_checks.append((record, self.referees.submit(
-                gnugo.referee_score, config.board_size, config.komi, record.moves,
+                gnugo.referee_score, config.board_size, state.komi, record.moves,
                 superko=config.superko, path=self.judge_path)))
         self.stop(slot)
 
@@ -686,8 +712,9 @@ def make_player(config: Config, entry, name: str, parallel: int, simulations: in
 def play_pair(config: Config, entry_a, entry_b, games: int, simulations: int, *, seed: int = 0,
               parallel: int | None = None, names: tuple[str, str] = ("A", "B"),
               opening_moves: int = 0, random_openings: int = RANDOM_OPENINGS, gnugo_path=None,
-              log: Callable[[str], None] = log_to_stderr) -> MatchReport:
-    """A match between two entries of `make_player` (A black in even-numbered games)."""
+              give: float = 0.0, log: Callable[[str], None] = log_to_stderr) -> MatchReport:
+    """A match between two entries of `make_player` (A black in even-numbered games, giving
+    `give` points of komi)."""
     parallel = _parallel(games, parallel)
     built = []
     try:
@@ -696,7 +723,8 @@ def play_pair(config: Config, entry_a, entry_b, games: int, simulations: int, *,
                                      seed=seed + 7919 * offset, opening_moves=opening_moves,
                                      gnugo_path=gnugo_path, log=log))
         return play_match(config, built[0], built[1], games, parallel=parallel, seed=seed,
-                          gnugo_path=gnugo_path, random_openings=random_openings, log=log)
+                          gnugo_path=gnugo_path, random_openings=random_openings, give=give,
+                          log=log)
     finally:
         for player in built:
             player.close()

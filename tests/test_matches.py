@@ -104,6 +104,55 @@ class AlwaysCentre(matches.Player):
         return np.full(len(slots), 12)
 
 
+class KomiRecorder(Scripted):
+    """A scripted player that keeps the komi each of its games was started with."""
+
+    def __init__(self, wishes, name="komi-recorder"):
+        super().__init__(wishes, name)
+        self.komis = {}
+
+    def new_games(self, slots, game_indices, komis):
+        self.komis.update(zip(game_indices.tolist(), komis.tolist()))
+
+
+def test_giving_points_sets_each_games_komi_for_both_players_the_score_and_the_sgf():
+    from tests.reference_rules import ReferenceGo
+    config = Config(board_size=N, komi=7.5)
+    first_free = KomiRecorder(list(range(PASS)), name="first-free")
+    last_free = KomiRecorder(list(range(PASS - 1, -1, -1)), name="last-free")
+    report = matches.play_match(config, first_free, last_free, 6, parallel=4, seed=2, give=4.5)
+    assert report.give == 4.5 and "A gives 4.5 points of komi" in report.summary()
+    for record in report.records:
+        komi = 12.0 if record.a_colour == 1 else 3.0       # A gives 4.5 either way
+        assert record.komi == komi
+        assert first_free.komis[record.index] == last_free.komis[record.index] == komi
+        reference = ReferenceGo(N, komi=komi)
+        for move in record.moves:
+            reference.play(move)
+        assert record.score == reference.score()
+        assert record.result == np.sign(reference.score()) * record.a_colour
+        assert sgf_to_moves(record.sgf)[1] == komi
+    for bad in (0.3, float("nan"), N * N + 1):
+        with pytest.raises(ValueError, match="give must be a multiple of 0.5"):
+            matches.play_match(config, first_free, last_free, 2, parallel=2, give=bad)
+
+
+def test_a_net_player_searches_at_its_games_komi(tiny_net):
+    config, net = tiny_net
+    player = matches.NetPlayer(config, net, batch_size=3, simulations=2)
+    player.new_games(np.array([0, 2]), np.array([0, 1]), np.array([16.5, -1.5]))
+    assert player.driver.go.komi_of(np.array([0, 2])).tolist() == [16.5, -1.5]
+    player.finish_moves(None, np.array([0, 2]))
+    # Every tree node copies its game's position, komi included.
+    stats = player.driver.search.root_statistics()
+    searched = [player.driver.node_slots(g, np.arange(player.driver.search.max_nodes))
+                for g in (0, 2)]
+    assert stats.visits[[0, 2]].sum() > 0
+    for game, slots in zip((0, 2), searched):
+        used = player.driver.go.komi_of(slots[:3])
+        assert set(used.tolist()) == {16.5 if game == 0 else -1.5}
+
+
 # ---------------------------------------------------------------- the command line
 
 def test_cli_random_against_random_end_to_end(tmp_path):
@@ -126,7 +175,8 @@ def test_cli_random_against_random_end_to_end(tmp_path):
 def test_cli_refuses_bad_arguments():
     import evaluate
     for argv in (["--black", "random"], ["--rating"], ["--black", "random", "--white", "random",
-                                                        "--games", "0"]):
+                                                        "--games", "0"],
+                 ["--run", "r", "--rating", "--give", "3"]):
         with pytest.raises(SystemExit) as stopped, contextlib.redirect_stderr(io.StringIO()):
             evaluate.parse_args(argv)
         assert stopped.value.code == 2
@@ -158,6 +208,29 @@ def test_match_against_gnugo_level_0_runs_to_the_end_and_agrees_with_gnugo(tiny_
         assert record.gnugo_score == gnugo_final_score(record.moves, config.komi) == record.score
     assert report.disagreements == 0
     assert report.wins + report.losses + report.draws == 4
+
+
+@needs_gnugo
+def test_gnugo_plays_judges_and_referees_each_game_at_its_given_komi():
+    config = Config(board_size=N, komi=7.5)
+    gnugo = matches.GnuGoPlayer(config, 0, 4, seed=2)
+    try:
+        started = []
+        original = gnugo._start
+        gnugo._start = lambda slot, game, komi: started.append((game, komi)) or \
+            original(slot, game, komi)
+        report = matches.play_match(config, matches.RandomPlayer(), gnugo, 4, parallel=4,
+                                    seed=4, give=-6)
+    finally:
+        gnugo.close()
+    assert report.not_played == 0
+    # Random (A) takes 6 points: komi 1.5 when it is black, 13.5 when white.
+    assert sorted(started) == [(0, 1.5), (1, 13.5), (2, 1.5), (3, 13.5)]
+    finished = [r for r in report.records if not r.resigned and not r.capped]
+    assert finished
+    for record in finished:
+        assert record.komi == (1.5 if record.a_colour == 1 else 13.5)
+        assert record.gnugo_score == gnugo_final_score(record.moves, record.komi) == record.score
 
 
 @needs_gnugo
