@@ -13,17 +13,18 @@ tree has searched it:
   than the one it trained with (`komi_shift`), the win rate cannot be.
 
 Values are from the view of the side to move at the root: Q in [-1, 1], win rate (1 + Q) / 2,
-score lead in points with komi included. The tree keeps no variance, so the LCB is the win
-rate minus 1.96 standard errors of a mean of N results in [0, 1] with variance w(1 - w).
+score lead in points with komi included. The LCB is the one play chooses by when asked to
+(`py_util.mcts.lower_confidence_bounds`, from the spread of the values backed up through the
+move), in win-rate terms; below 2 visits there is none (-inf, which protocols clip to 0).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from py_util import NO_NODE
+from py_util.mcts import lower_confidence_bounds, move_preferences
 
 CHUNK = 8     # simulations between checks of a clock or of the input
 
@@ -36,7 +37,7 @@ class Candidate:
     value: float          # the search's Q in [-1, 1] for the mover (the root's if unvisited)
     winrate: float        # (1 + value) / 2
     prior: float
-    lcb: float            # may be below 0 for few visits; protocols clip it
+    lcb: float            # may be below 0 (-inf below 2 visits); protocols clip it
     order: int
     pv: list              # actions, starting with this move
 
@@ -72,12 +73,14 @@ def grow(driver, games: np.ndarray, cap: int, chunk: int = CHUNK) -> bool:
 
 def candidates(driver, game: int = 0, min_moves: int = 0,
                max_moves: int | None = None) -> list[Candidate]:
-    """The searched root's moves to report, most visited first, then (up to `min_moves`)
+    """The searched root's moves to report, in the order play prefers them (most visited
+    first, or by lower confidence bound: `SearchSettings.lcb_move_choice`), then (up to `min_moves`)
     unvisited legal moves by prior, at most `max_moves`; none before the first visit."""
     stats = driver.search.root_statistics()
     visits, q = stats.visits[game], stats.q[game]
     priors, legal = stats.priors[game], stats.legal[game]
-    visited = [int(a) for a in np.lexsort((-priors, -visits)) if visits[a] > 0]
+    preferences = move_preferences(stats, lcb=driver.settings.lcb_move_choice)[game]
+    visited = [int(a) for a in np.argsort(-preferences, kind="stable") if visits[a] > 0]
     if not visited:
         return []
     unvisited = [int(a) for a in np.argsort(-priors, kind="stable")
@@ -86,13 +89,14 @@ def candidates(driver, game: int = 0, min_moves: int = 0,
     if max_moves is not None:
         chosen = chosen[:max_moves]
     root_value = float(driver.root_values()[game])
+    bounds = (1 + lower_confidence_bounds(stats)[game]) / 2
     found = []
     for order, action in enumerate(chosen):
         count = int(visits[action])
         value = float(q[action]) if count else root_value
         winrate = (1 + value) / 2
-        lcb = (winrate - 1.96 * math.sqrt(winrate * (1 - winrate) / count)) if count else 0.0
-        found.append(Candidate(action, count, value, winrate, float(priors[action]), lcb,
+        found.append(Candidate(action, count, value, winrate, float(priors[action]),
+                               float(bounds[action]),
                                order, principal_variation(driver, game, action)))
     return found
 

@@ -158,7 +158,7 @@ class NetPlayer(Player):
     def finish_moves(self, arbiter, slots):
         mask = self._mask(slots)
         self.driver.think(mask, noise=False, simulations=self.simulations)
-        actions = self.driver.search.choose_actions(0.0, games=mask)
+        actions = self.driver.best_actions(mask)
         opening = mask & (self.own_moves < self.opening_moves) & ~self.in_cleanup
         if opening.any():
             actions[opening] = self.driver.search.choose_actions(1.0, games=opening)[opening]

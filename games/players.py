@@ -79,7 +79,7 @@ def open_source(source: NetSource, *, batch_size: int, log=print) -> OpenedNet:
 
 def game_config(args: argparse.Namespace, net_config: Config | None) -> Config:
     """The game's config: the net's, or without a net one of --board-size (else 9); then
-    --komi and --rollout-lambda where given. The rules run on the CPU: one game's board is
+    --komi, --rollout-lambda and --lcb where given. The rules run on the CPU: one game's board is
     read on the host after every move."""
     size = getattr(args, "board_size", None)
     try:
@@ -92,7 +92,9 @@ def game_config(args: argparse.Namespace, net_config: Config | None) -> Config:
                                  f"plays only that size (leave out --board-size, or pick a net "
                                  f"trained on {size}x{size})")
             config = net_config.overridden(backend="cpu")
-        changes = {name: getattr(args, name) for name in ("komi", "rollout_lambda")
+        changes = {field: getattr(args, name) for name, field in
+                   (("komi", "komi"), ("rollout_lambda", "rollout_lambda"),
+                    ("lcb", "lcb_move_choice"))
                    if getattr(args, name, None) is not None}
         return config.overridden(**changes) if changes else config
     except ValueError as error:

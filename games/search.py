@@ -52,6 +52,8 @@ class SearchSettings:
     sensible_moves_only: bool = True
     leaves_per_game: int = 1
     rollout_lambda: float = 0.0
+    # How play picks the move from the search (not self-play): by lower confidence bound.
+    lcb_move_choice: bool = False
 
     @classmethod
     def from_config(cls, config: Config, simulations: int | None = None) -> "SearchSettings":
@@ -60,7 +62,8 @@ class SearchSettings:
                    noise_fraction=config.noise_fraction,
                    sensible_moves_only=config.sensible_moves_only,
                    leaves_per_game=config.leaves_per_game,
-                   rollout_lambda=config.rollout_lambda)
+                   rollout_lambda=config.rollout_lambda,
+                   lcb_move_choice=config.lcb_move_choice)
 
 
 def game_results(go: GoBatch, slots):
@@ -246,6 +249,11 @@ class SearchingGames:
         if games.any():
             self.go.reset(games)
             self.search.reset(games)
+
+    def best_actions(self, games=None) -> np.ndarray:
+        """The move play makes in each chosen game, int64 (B,), -1 elsewhere: most visits, or
+        by lower confidence bound with the settings' `lcb_move_choice`."""
+        return self.search.choose_actions(0.0, games=games, lcb=self.settings.lcb_move_choice)
 
     def root_values(self) -> np.ndarray:
         """Visit-weighted mean Q at each root, from the view of the side to move (0 unvisited)."""

@@ -41,6 +41,7 @@ import numpy as np
 
 from games import analysis, sgf_records
 from games.search import SearchingGames
+from py_util.mcts import move_preferences
 from games.territory import position_settled, stone_groups
 from gtp.files import FileRefused, read_regular_file, write_regular_file
 from games.game_record import GameRecord, Move, Replayer, Setup
@@ -387,11 +388,10 @@ class GoEngine:
                 return stats
 
     def _best_move(self, stats) -> int:
-        """Most visits (then highest prior); priors alone when nothing was visited."""
-        visits = stats.visits[0].astype(np.float64)
-        priors = stats.priors[0].astype(np.float64)
-        score = np.where(stats.legal[0], visits + 0.5 * priors, -1.0)  # priors only break ties
-        return self._best_move_by(score)
+        """Most visits (then highest prior), or by lower confidence bound with the config's
+        `lcb_move_choice`; priors alone when nothing was visited."""
+        return self._best_move_by(
+            move_preferences(stats, lcb=self.driver.settings.lcb_move_choice)[0])
 
     def _best_move_by(self, score: np.ndarray) -> int:
         """The highest-scoring move that is legal here (score -1 marks excluded moves)."""

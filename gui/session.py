@@ -152,7 +152,7 @@ class _Thinker(threading.Thread):
                                      int(driver.search.simulations[0]), self.simulations,
                                      candidates=tuple(search_analysis.candidates(
                                          driver, 0, max_moves=TOP_MOVES)))
-        move = int(driver.search.choose_actions(0.0)[0])
+        move = int(driver.best_actions()[0])
         self.analysis = dataclasses.replace(self.analysis, move=move)
 
 

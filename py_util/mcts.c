@@ -73,6 +73,8 @@ typedef struct {
 typedef struct {
     double value_sum; /* sum of values, view of the player to move at the PARENT (the one
                          choosing the edge), so Q = value_sum / visits */
+    double value_sq_sum; /* sum of the squares of those values: their spread, for the
+                            lower confidence bound of play-time move choice (root_arrays) */
     float prior;      /* masked to legal actions, renormalised, stored as float32 (+ noise) */
     int32_t visits;   /* completed simulations through the edge */
     int32_t child;    /* child node id, NO_NODE until first selected (or after trimming) */
@@ -209,6 +211,7 @@ static void backup(GameView *v, int32_t node, double value, int32_t in_flight)
         value = -value; /* the parent's player is the other one */
         e->visits += 1;
         e->value_sum += value;
+        e->value_sq_sum += value * value;
         node = x->parent;
     }
 }
@@ -432,6 +435,7 @@ static void expand_node(TreeObject *t, Py_ssize_t g, GameView *v, int32_t id, co
             for (int32_t a = 0; a < num_actions; a++) {
                 if (!legal[a]) continue;
                 e->value_sum = 0.0;
+                e->value_sq_sum = 0.0;
                 e->prior = uniform ? (float)(1.0 / count) : (float)(priors[a] / total);
                 e->visits = 0;
                 e->child = NO_NODE;
@@ -1035,27 +1039,42 @@ static float edge_q(const Edge *e)
     return e->visits > 0 ? (float)(e->value_sum / e->visits) : 0.0f;
 }
 
-/* root_arrays(visits int32 (B, A), q float32 (B, A), priors float32 (B, A), legal bool (B, A)):
- * dense per-action statistics of every root; zero where there is no edge (and q where unvisited). */
+/* The spread of the values backed up through an edge: their population variance, as
+ * root_arrays reports it (float32); 0 while unvisited. */
+static float edge_variance(const Edge *e)
+{
+    if (e->visits <= 0) return 0.0f;
+    const double mean = e->value_sum / e->visits;
+    const double variance = e->value_sq_sum / e->visits - mean * mean;
+    return variance > 0.0 ? (float)variance : 0.0f; /* rounding can go a hair below 0 */
+}
+
+/* root_arrays(visits int32 (B, A), q float32 (B, A), priors float32 (B, A), legal bool (B, A),
+ * variance float32 (B, A)): dense per-action statistics of every root; zero where there is no
+ * edge (and q and variance where unvisited). */
 static PyObject *tree_root_arrays_unguarded(TreeObject *self, PyObject *args)
 {
-    PyObject *objects[4];
-    Buffer visits = {0}, q = {0}, priors = {0}, legal = {0};
+    PyObject *objects[5];
+    Buffer visits = {0}, q = {0}, priors = {0}, legal = {0}, variance = {0};
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "OOOO", &objects[0], &objects[1], &objects[2], &objects[3])) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &objects[4]))
+        return NULL;
     const Py_ssize_t batch = self->batch_size, a_count = self->num_actions;
     if (borrow(objects[0], &visits, 1, KIND_INT32, batch * a_count, "visits") < 0 ||
         borrow(objects[1], &q, 1, KIND_FLOAT32, batch * a_count, "q") < 0 ||
         borrow(objects[2], &priors, 1, KIND_FLOAT32, batch * a_count, "priors") < 0 ||
-        borrow(objects[3], &legal, 1, KIND_BOOL, batch * a_count, "legal") < 0)
+        borrow(objects[3], &legal, 1, KIND_BOOL, batch * a_count, "legal") < 0 ||
+        borrow(objects[4], &variance, 1, KIND_FLOAT32, batch * a_count, "variance") < 0)
         goto done;
     int32_t *out_visits = visits.view.buf;
-    float *out_q = q.view.buf, *out_prior = priors.view.buf;
+    float *out_q = q.view.buf, *out_prior = priors.view.buf, *out_variance = variance.view.buf;
     uint8_t *out_legal = legal.view.buf;
     memset(out_visits, 0, (size_t)(batch * a_count) * sizeof(int32_t));
     memset(out_q, 0, (size_t)(batch * a_count) * sizeof(float));
     memset(out_prior, 0, (size_t)(batch * a_count) * sizeof(float));
     memset(out_legal, 0, (size_t)(batch * a_count));
+    memset(out_variance, 0, (size_t)(batch * a_count) * sizeof(float));
     for (Py_ssize_t g = 0; g < batch; g++) {
         GameView v = game_view(self, g);
         const Node *root = root_node(self, g);
@@ -1067,10 +1086,12 @@ static PyObject *tree_root_arrays_unguarded(TreeObject *self, PyObject *args)
             out_q[at] = edge_q(e);
             out_prior[at] = e->prior;
             out_legal[at] = 1;
+            out_variance[at] = edge_variance(e);
         }
     }
     result = Py_NewRef(Py_None);
 done:
+    release(&variance);
     release(&legal);
     release(&priors);
     release(&q);
@@ -1446,7 +1467,7 @@ static PyMethodDef tree_methods[] = {
     {"mix_root_noise", (PyCFunction)tree_mix_root_noise, METH_VARARGS,
      "mix_root_noise(games, noise float64 (B, A), fraction)"},
     {"advance", (PyCFunction)tree_advance, METH_VARARGS, "advance(games, actions int64 (B,))"},
-    {"root_arrays", (PyCFunction)tree_root_arrays, METH_VARARGS, "root_arrays(visits, q, priors, legal)"},
+    {"root_arrays", (PyCFunction)tree_root_arrays, METH_VARARGS, "root_arrays(visits, q, priors, legal, variance)"},
     {"gumbel_root_actions", (PyCFunction)tree_gumbel_root_actions, METH_VARARGS,
      "gumbel_root_actions(games, gumbel float64 (B, A), base_visits int64 (B, A), root_values float64 (B,), "
      "table int64 (considered + 1, simulations), considered, simulations, c_visit, c_scale, min_prior, "

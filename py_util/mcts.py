@@ -76,6 +76,52 @@ class RootStatistics(NamedTuple):
     q: np.ndarray       # float32
     priors: np.ndarray  # float32, after noise
     legal: np.ndarray   # bool
+    # float32: the population variance of the values backed up through the action (0 where
+    # unvisited); None where a caller built the statistics without it.
+    variance: np.ndarray | None = None
+
+
+# Lower-confidence-bound move choice (Leela Zero's, KataGo's): among the root actions with at
+# least LCB_MIN_VISIT_SHARE of the most visited one's visits (and 2), play the one whose mean
+# value is highest less LCB_Z standard errors, not simply the most visited: a move that the
+# search reached late and found better gets played if the evidence holds. The standard error
+# is sqrt(s^2 / n), s^2 the variance of the n backed-up values (Bessel-corrected) but at least
+# LCB_VARIANCE_FLOOR, so that two equal values do not claim certainty.
+LCB_Z = 1.96
+LCB_MIN_VISIT_SHARE = 0.1
+LCB_VARIANCE_FLOOR = 0.01       # value units ([-1, 1]): a standard deviation of 0.1
+
+
+def lower_confidence_bounds(stats: RootStatistics) -> np.ndarray:
+    """float64 (B, A): each root action's Q less LCB_Z standard errors (value units, the
+    mover's view); -inf below 2 visits."""
+    if stats.variance is None:
+        raise ValueError("lower confidence bounds need the statistics' variance")
+    visits = stats.visits.astype(np.float64)
+    counted = visits >= 2
+    n = np.where(counted, visits, 2.0)
+    spread = np.maximum(stats.variance.astype(np.float64) * n / (n - 1), LCB_VARIANCE_FLOOR)
+    bounds = stats.q.astype(np.float64) - LCB_Z * np.sqrt(spread / n)
+    return np.where(counted, bounds, -np.inf)
+
+
+def move_preferences(stats: RootStatistics, lcb: bool = False) -> np.ndarray:
+    """float64 (B, A): the order in which play prefers each root's actions, highest first; -1
+    for actions without an edge. By default most visits first, ties to the higher prior (then,
+    under argmax, the lower action). With `lcb`, the LCB candidates (see LCB_MIN_VISIT_SHARE)
+    come first, by their lower confidence bound, then the rest as by default."""
+    visits = stats.visits.astype(np.float64)
+    preference = np.where(stats.legal, visits + 0.5 * stats.priors.astype(np.float64), -1.0)
+    if not lcb:
+        return preference
+    most = visits.max(axis=1, keepdims=True)
+    candidates = stats.legal & (visits >= np.maximum(2.0, LCB_MIN_VISIT_SHARE * most))
+    # Bounds lie in [-1 - 2 LCB_Z, 1]: shifted by 3 + 2 LCB_Z they stay positive and above
+    # every visit count plus one.
+    above = most + 1 + (3 + 2 * LCB_Z)
+    with np.errstate(invalid="ignore"):
+        ranked = above + lower_confidence_bounds(stats)
+    return np.where(candidates, ranked, preference)
 
 
 class NodeInfo(NamedTuple):
@@ -334,9 +380,10 @@ class BatchedMCTS:
             raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
         self._tree.mix_root_noise(self._mask(games), noise, float(fraction))
 
-    def choose_actions(self, temperature: float, games=None) -> np.ndarray:
+    def choose_actions(self, temperature: float, games=None, lcb: bool = False) -> np.ndarray:
         """One action per game, int64 (B,); -1 for games not chosen. Temperature 0: most
-        visits, ties to the higher prior, then the lower action. Temperature T > 0: sampled
+        visits, ties to the higher prior, then the lower action; with `lcb`, by lower
+        confidence bound (`move_preferences`). Temperature T > 0: sampled
         with probability proportional to visits ** (1 / T). A root without visits (no
         simulations) falls back to its priors in both cases."""
         if not (np.isfinite(temperature) and temperature >= 0):
@@ -348,6 +395,9 @@ class BatchedMCTS:
         actions = np.full(self.batch_size, -1, dtype=np.int64)
         chosen = np.flatnonzero(mask)
         if temperature == 0:
+            if lcb:
+                actions[chosen] = np.argmax(move_preferences(stats, lcb=True)[chosen], axis=1)
+                return actions
             most = visits[chosen] == visits[chosen].max(axis=1, keepdims=True)
             # Among the most visited actions the highest prior wins (argmax: then the lowest
             # action); -1 keeps the others, illegal ones included, out.
@@ -394,7 +444,8 @@ class BatchedMCTS:
     def root_statistics(self) -> RootStatistics:
         shape = (self.batch_size, self.num_actions)
         stats = RootStatistics(np.empty(shape, np.int32), np.empty(shape, np.float32),
-                               np.empty(shape, np.float32), np.empty(shape, np.bool_))
+                               np.empty(shape, np.float32), np.empty(shape, np.bool_),
+                               np.empty(shape, np.float32))
         self._tree.root_arrays(*stats)
         return stats
 

@@ -27,6 +27,7 @@ class Edge:
         self.prior = prior          # float32 value, after masking, renormalising and noise
         self.visits = 0
         self.value_sum = 0.0        # view of the player choosing the edge
+        self.values: list[float] = []   # every value backed up through the edge, that view
         self.child: Node | None = None
         self.tried = False          # has had a child (kept when reuse trims the child)
 
@@ -135,6 +136,7 @@ class ReferenceMCTS:
             value = -value
             edge.visits += 1
             edge.value_sum += value
+            edge.values.append(value)
             node = node.parent
 
     def _release(self, node: Node | None) -> None:
@@ -315,13 +317,28 @@ class ReferenceMCTS:
             tree.simulations = 0
             tree.full = False
 
-    def choose_actions(self, temperature: float = 0.0, games=None) -> np.ndarray:
-        """Greedy only: most visits, then higher prior, then lower action."""
+    def choose_actions(self, temperature: float = 0.0, games=None, lcb: bool = False) -> np.ndarray:
+        """Greedy only: most visits, then higher prior, then lower action. With `lcb`: among
+        edges with at least 2 visits and a tenth of the most visited edge's, the highest
+        mean less 1.96 standard errors (the values' sample variance, at least 0.01), from
+        each edge's list of backed-up values."""
         assert temperature == 0
         actions = np.full(self.batch_size, -1, dtype=np.int64)
         for g in self._games(games):
             edges = self.trees[g].root.edges
             actions[g] = max(edges, key=lambda a: (edges[a].visits, edges[a].prior, -a))
+            if not lcb:
+                continue
+            most = max(edge.visits for edge in edges.values())
+            bounds = {}
+            for action, edge in edges.items():
+                n = len(edge.values)
+                if n >= 2 and n >= 0.1 * most:
+                    mean = sum(edge.values) / n
+                    sample = sum((v - mean) ** 2 for v in edge.values) / (n - 1)
+                    bounds[action] = mean - 1.96 * math.sqrt(max(sample, 0.01) / n)
+            if bounds:
+                actions[g] = max(bounds, key=lambda a: (bounds[a], -a))
         return actions
 
     # ----------------------------------------------------------------------- read access
@@ -330,7 +347,8 @@ class ReferenceMCTS:
         legal = np.zeros((self.batch_size, self.num_actions), dtype=bool)
         for g, tree in enumerate(self.trees):
             legal[g, list(tree.root.edges)] = True
-        return RootStatistics(self.root_visits(), self.root_q(), self.root_priors(), legal)
+        return RootStatistics(self.root_visits(), self.root_q(), self.root_priors(), legal,
+                              self.root_variance())
 
     def root_visits(self) -> np.ndarray:
         visits = np.zeros((self.batch_size, self.num_actions), dtype=np.int64)
@@ -346,6 +364,16 @@ class ReferenceMCTS:
                 if edge.visits:
                     q[g, action] = edge.value_sum / edge.visits
         return q
+
+    def root_variance(self) -> np.ndarray:
+        """The population variance of the values backed up through each root edge, from the
+        values themselves (each edge keeps the list)."""
+        variance = np.zeros((self.batch_size, self.num_actions), dtype=np.float64)
+        for g, tree in enumerate(self.trees):
+            for action, edge in tree.root.edges.items():
+                if edge.values:
+                    variance[g, action] = np.var(edge.values)
+        return variance
 
     def root_priors(self) -> np.ndarray:
         priors = np.zeros((self.batch_size, self.num_actions), dtype=np.float64)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import queue
 import re
@@ -27,10 +28,10 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from games import sgf_records  # noqa: E402
+from games import analysis, sgf_records  # noqa: E402
 from gtp.protocol import GtpServer, format_response, parse, preprocess  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
-from reference_rules import ReferenceGo, gtp_to_move  # noqa: E402
+from reference_rules import ReferenceGo, gtp_to_move, move_to_gtp  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The program's version, read here independently of gtp/version.py.
@@ -732,6 +733,31 @@ def check_analysis(line: str, board: np.ndarray) -> list[dict]:
         move = coords.from_gtp(block["move"], N)
         assert move == PASS or board.ravel()[move] == 0
     return blocks
+
+
+def test_lcb_flag_makes_the_engine_play_the_best_lower_confidence_bound(tiny_run, loaded):
+    import gtp_engine
+    with contextlib.redirect_stderr(io.StringIO()):
+        engine = gtp_engine.load_engine(gtp_engine.parse_args(["--run", str(tiny_run),
+                                                              "--lcb", "true"]))
+    assert engine.config.lcb_move_choice and not loaded[0].lcb_move_choice
+    config, net = loaded
+    for lcb in (False, True):
+        gtp = Transcript((config.overridden(lcb_move_choice=lcb), net), simulations=200)
+        gtp.ok("play b c3")
+        move = gtp.ok("reg_genmove w")
+        stats = gtp.engine.driver.search.root_statistics()
+        visits, q, variance = stats.visits[0], stats.q[0], stats.variance[0]
+        # By hand: among moves with 2 visits and a tenth of the most, the highest mean less
+        # 1.96 standard errors (sample variance, at least 0.01); else the most visited.
+        bounds = {a: q[a] - 1.96 * math.sqrt(max(variance[a] * visits[a] / (visits[a] - 1),
+                                                 0.01) / visits[a])
+                  for a in range(len(visits))
+                  if visits[a] >= 2 and visits[a] >= 0.1 * visits.max()}
+        best = max(bounds, key=bounds.get) if lcb else int(np.argmax(visits))
+        assert move.upper() == move_to_gtp(best, config.board_size)
+        # Analysis lists the moves in the order play prefers them.
+        assert analysis.candidates(gtp.engine.driver)[0].action == best
 
 
 def test_lz_analyze_format_min_and_max_moves_and_errors(loaded):

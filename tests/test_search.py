@@ -166,6 +166,10 @@ def assert_same_search(c_search: BatchedMCTS, reference: ReferenceMCTS, collisio
     if collisions:
         np.testing.assert_array_equal(c_search.collision_counts, reference.collision_counts)
     np.testing.assert_array_equal(c_search.choose_actions(0), reference.choose_actions(0))
+    np.testing.assert_allclose(c_search.root_statistics().variance,
+                               reference.root_statistics().variance, atol=2e-6)
+    np.testing.assert_array_equal(c_search.choose_actions(0, lcb=True),
+                                  reference.choose_actions(0, lcb=True))
     for g in range(c_search.batch_size):
         # Whole trees, node ids included; values are summed in the same order, so exactly.
         assert c_subtree(c_search, g, int(c_search.root_nodes[g])) == \
@@ -266,6 +270,30 @@ def test_abandoned_root_action_keeps_puct_choosing_the_best_untried_edge():
     assert leaves.action.tolist() == [4]
     search.abandon(leaves.game, leaves.node)
     assert search.select().action.tolist() == [1]
+
+
+def test_lcb_move_choice_matches_a_hand_computation():
+    from py_util.mcts import RootStatistics, lower_confidence_bounds, move_preferences
+    # Two roots. Root 0: the most visited move (0: 100 visits, Q 0.10, variance 0.04) against
+    # one searched later and found better (1: 30 visits, Q 0.30, variance 0.01), one with a
+    # high Q on too few visits to count (2: 9 < 10% of 100) and an unvisited one (3).
+    # Root 1: the most visited move is also the surest.
+    visits = np.array([[100, 30, 9, 0], [50, 20, 10, 0]], np.int32)
+    q = np.array([[0.10, 0.30, 0.90, 0.0], [0.40, 0.35, 0.60, 0.0]], np.float32)
+    variance = np.array([[0.04, 0.01, 0.0, 0.0], [0.005, 0.2, 0.3, 0.0]], np.float32)
+    priors = np.array([[0.5, 0.2, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]], np.float32)
+    stats = RootStatistics(visits, q, priors, np.ones((2, 4), bool), variance)
+    by_hand = np.array([
+        [0.10 - 1.96 * np.sqrt(0.04 * 100 / 99 / 100), 0.30 - 1.96 * np.sqrt(0.01 * 30 / 29 / 30),
+         0.90 - 1.96 * np.sqrt(0.01 / 9), -np.inf],         # move 2: the variance floor
+        [0.40 - 1.96 * np.sqrt(0.01 / 50), 0.35 - 1.96 * np.sqrt(0.2 * 20 / 19 / 20),
+         0.60 - 1.96 * np.sqrt(0.3 * 10 / 9 / 10), -np.inf]])
+    np.testing.assert_allclose(lower_confidence_bounds(stats), by_hand, rtol=1e-6)
+    # Root 0: 0.264 beats 0.061, move 2 is no candidate; root 1: 0.372 beats 0.149 and 0.247.
+    assert np.argmax(move_preferences(stats, lcb=True), axis=1).tolist() == [1, 0]
+    assert np.argmax(move_preferences(stats), axis=1).tolist() == [0, 0]
+    order = np.argsort(-move_preferences(stats, lcb=True)[0], kind="stable").tolist()
+    assert order == [1, 0, 2, 3]               # candidates by bound, then the rest by visits
 
 
 def test_policy_target_pruning_matches_a_hand_computation():

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, fields
 
 from kernels.go_batch import BACKENDS, feature_planes
-from training.options import OneLineParser, add_run, option_name
+from training.options import OneLineParser, add_run, option_name, parse_bool
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class Config:
     play_simulations: int = 0
     c_puct: float = 1.5
     fpu_reduction: float = 0.25
+    # Play (GTP, the GUI, matches; not self-play): choose the move by lower confidence bound
+    # among the well-visited ones instead of the most visited (py_util/mcts.py move_preferences).
+    lcb_move_choice: bool = False
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
@@ -405,15 +408,6 @@ class Config:
         return dataclasses.replace(self, **changes).validate()
 
 
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 def _parse_schedule(text: str) -> tuple:
     try:
         pairs = tuple((int(step), float(rate)) for step, rate in
@@ -433,7 +427,7 @@ def _parse_events(text: str) -> tuple:
         try:
             if not (colon and equals) or kind is None:
                 raise ValueError
-            typed = _parse_bool(value) if kind is bool else kind(value)
+            typed = parse_bool(value) if kind is bool else kind(value)
             events.append((int(where), name.strip(), typed))
         except (ValueError, argparse.ArgumentTypeError):
             raise argparse.ArgumentTypeError(
@@ -448,7 +442,7 @@ def _parser_for(f: dataclasses.Field):
     if f.name == "schedule":
         return _parse_events
     kind = type(f.default)
-    return _parse_bool if kind is bool else kind
+    return parse_bool if kind is bool else kind
 
 
 PRESETS = {

@@ -106,6 +106,16 @@ def parse_player(text: str) -> PlayerSpec:
     raise ValueError(f"unknown player {text!r}: {PLAYER_KINDS}")
 
 
+def parse_bool(text: str) -> bool:
+    """A flag's true/false (also 1/0, yes/no, on/off); argparse's type error otherwise."""
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
 def _player_type(text: str) -> PlayerSpec:
     try:
         return parse_player(text)
@@ -148,6 +158,10 @@ def add_search(parser, *, no_search: bool = True) -> None:
                             help="the net plays its policy's most likely move, without search")
     parser.add_argument("--rollout-lambda", type=float, default=None, metavar="L",
                         help="leaf value (1 - L) * net + L * random playout (default: the "
+                             "net's config)")
+    parser.add_argument("--lcb", type=parse_bool, default=None, metavar="true|false",
+                        help="play the move with the best lower confidence bound among the "
+                             "well-searched ones instead of the most visited (default: the "
                              "net's config)")
 
 
