@@ -23,6 +23,7 @@ aux_heads=True)`), off the search's path, through functions of their own:
     # ownership float32 (k, N, N): tanh of the ownership logits in [-1, 1], +1 the side to move
     # score     float32 (k,):      the expected final area margin for the side to move, komi
     #                              included, in points (the score head times N*N)
+    policy, value, score = net.with_score(planes)   # one pass, for a search that reads the score
 
 Planes that live on a GPU (a CuPy array from the CUDA rules back end, or any array whose
 `__dlpack_device__` is not the CPU) reach TensorFlow through DLPack without a host copy, are
@@ -171,6 +172,8 @@ class CompiledNet:
         self._functions = {}
         self._aux_function = None            # built on the first ownership() call
         self._aux_session, self._aux_session_version = None, None
+        self._score_function = None          # built on the first with_score() call
+        self._score_session, self._score_session_version = None, None
         self.has_aux_heads = is_built_by_build_model(model) and has_aux_heads(model)
         if backend == "onnxruntime":
             self._session, self._session_version = None, None
@@ -235,6 +238,43 @@ class CompiledNet:
                     tf.TensorSpec((None, *expected), tf.float32)])
             ownership, score = (t.numpy() for t in self._aux_function(planes))
         return ownership, (score * np.float32(self.board_size ** 2)).astype(np.float32)
+
+    def with_score(self, planes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(policy (k, N*N+1), value (k,), score (k,) in points), float32 NumPy, all from the
+        side to move's view: one pass for a search whose leaf utility reads the score
+        (SearchSettings.score_utility); ValueError for a net without the score head. Host
+        arrays: device planes are copied to the host."""
+        if not self.has_aux_heads:
+            raise ValueError("this net has no score head (it was trained without "
+                             "--aux-heads true)")
+        if on_accelerator(planes):
+            planes = _to_host(planes)
+        planes = np.ascontiguousarray(planes, dtype=np.float32)
+        expected = (self.board_size, self.board_size, self.input_planes)
+        if planes.ndim != 4 or planes.shape[1:] != expected:
+            raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
+                             f"got shape {planes.shape}")
+        if self.backend == "onnxruntime":
+            version = _weights_version(self.model)
+            if self._score_session is None or self._score_session_version != version:
+                from architectures.onnx_export import onnx_model
+                self._score_session = onnxruntime_session(onnx_model(self.model, score=True))
+                self._score_session_version = version
+            policy, value, score = self._score_session.run(None, {"planes": planes})
+        else:
+            if self._score_function is None:
+                model = self.model
+
+                def heads(batch):
+                    outputs = model(batch, training=False)
+                    return (tf.nn.softmax(outputs[0], axis=-1), tf.reshape(outputs[1], [-1]),
+                            tf.reshape(outputs[3], [-1]))
+
+                self._score_function = tf.function(heads, input_signature=[
+                    tf.TensorSpec((None, *expected), tf.float32)])
+            policy, value, score = (t.numpy() for t in self._score_function(planes))
+        np.clip(value, -1.0, 1.0, out=value)       # Tanh may round to 1 + 1 ulp
+        return policy, value, (score * np.float32(self.board_size ** 2)).astype(np.float32)
 
     def __call__(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(policy (k, N*N+1), value (k,)), float32 NumPy, for planes (k, N, N, C); for

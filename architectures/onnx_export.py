@@ -9,7 +9,9 @@ and `value` float32 (B,), exactly what `CompiledNet` returns. The batch dimensio
 `onnx_model(model, aux_heads=True)` is a second graph for analysis, of a net with auxiliary
 heads: outputs `ownership` float32 (B, N, N), tanh of the ownership logits, and `score` float32
 (B,), the score head as it is (margin / N*N); a separate graph, so that the search's graph
-computes nothing it does not read.
+computes nothing it does not read. `onnx_model(model, score=True)` is the search's graph with
+that `score` as a third output, for a search whose leaf utility reads the score (one more
+dense layer on the value head's hidden layer).
 
 The initializers are the model's own variables, unchanged: `keras_weights(onnx_model(m))`
 gives back `m.get_weights()` bit for bit (tests/test_onnx.py). Folding the batch norms into
@@ -32,28 +34,29 @@ OPSET = 17
 IR_VERSION = 8
 
 
-def onnx_model(model, aux_heads: bool = False):
-    """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net, or with
-    `aux_heads` (ownership tanh, score) of one that has those heads."""
+def onnx_model(model, aux_heads: bool = False, score: bool = False):
+    """An `onnx.ModelProto` computing (policy softmax, value) of a `build_model` net, with
+    `score` also its score, or with `aux_heads` (ownership tanh, score) of one that has those
+    heads."""
     from architectures.resnet import has_aux_heads, is_built_by_build_model  # TensorFlow
     if not is_built_by_build_model(model):
         raise ValueError("onnx_model needs a model from architectures.resnet.build_model")
-    if aux_heads and not has_aux_heads(model):
+    if (aux_heads or score) and not has_aux_heads(model):
         raise ValueError("this net has no ownership head (it was trained without --aux-heads)")
     weights = keras_named_weights(model)
     n, _, channels = tuple(model.input_shape[1:])
-    return onnx_graph(weights, n, channels, model.name, aux_heads)
+    return onnx_graph(weights, n, channels, model.name, aux_heads, score)
 
 
 def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, name: str,
-               aux_heads: bool = False):
+               aux_heads: bool = False, score: bool = False):
     """`onnx_model`'s graph from named weights ({"layer.field": array}, the names of
     architectures/array_net.py `weight_names`): no TensorFlow needed, so a model file can run
     in ONNX Runtime on a machine without it."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    if aux_heads and "ownership_conv.kernel" not in weights:
+    if (aux_heads or score) and "ownership_conv.kernel" not in weights:
         raise ValueError("this net has no ownership head (it was trained without --aux-heads)")
     n = board_size
     nodes, initializers = [], []
@@ -127,6 +130,11 @@ def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, n
             "Reshape", [value, constant("value_shape", np.array([-1], np.int64))], ["value"]))
         outputs = [helper.make_tensor_value_info("policy", TensorProto.FLOAT, ["batch", n * n + 1]),
                    helper.make_tensor_value_info("value", TensorProto.FLOAT, ["batch"])]
+        if score:
+            nodes.append(helper.make_node(
+                "Reshape", [dense(hidden, "score"),
+                            constant("score_shape", np.array([-1], np.int64))], ["score"]))
+            outputs.append(helper.make_tensor_value_info("score", TensorProto.FLOAT, ["batch"]))
 
     graph = helper.make_graph(
         nodes, name,

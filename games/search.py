@@ -54,6 +54,11 @@ class SearchSettings:
     rollout_lambda: float = 0.0
     # How play picks the move from the search (not self-play): by lower confidence bound.
     lcb_move_choice: bool = False
+    # Score utility (KataGo's static one): a leaf's value is (1 - w) v + w (2/pi) atan(s / N),
+    # s the net's expected score margin for the side to move (a finished leaf's: its area
+    # score) and N the board size; w = 0 is the plain value. The search's Q, its win rates
+    # and what it backs up are then this utility.
+    score_utility: float = 0.0
 
     @classmethod
     def from_config(cls, config: Config, simulations: int | None = None) -> "SearchSettings":
@@ -63,7 +68,14 @@ class SearchSettings:
                    sensible_moves_only=config.sensible_moves_only,
                    leaves_per_game=config.leaves_per_game,
                    rollout_lambda=config.rollout_lambda,
-                   lcb_move_choice=config.lcb_move_choice)
+                   lcb_move_choice=config.lcb_move_choice,
+                   score_utility=config.score_utility)
+
+
+def score_utility(margin, board_size: int):
+    """(2/pi) atan(margin / board_size) in (-1, 1): a score margin in points as a utility, near
+    linear within a few points and flat for big leads (9 points on 9x9: 0.5)."""
+    return (2 / np.pi) * np.arctan(margin / board_size)
 
 
 def game_results(go: GoBatch, slots):
@@ -111,6 +123,12 @@ class SearchingGames:
         self.history = config.history
         self.settings = settings = SearchSettings.from_config(config, simulations)
         self.evaluator = evaluator
+        self._with_score = None
+        if settings.score_utility > 0:
+            if not getattr(evaluator, "has_aux_heads", False):
+                raise ValueError("score utility needs a net with the score head (trained with "
+                                 "--aux-heads true)")
+            self._with_score = evaluator.with_score
         self.search = search if search is not None else BatchedMCTS(
             num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
             fpu_reduction=settings.fpu_reduction, num_threads=num_threads, seed=seed,
@@ -128,7 +146,7 @@ class SearchingGames:
         self._device = (DeviceEvaluation(self.go, evaluator, config.history,
                                          settings.sensible_moves_only)
                         if self.go.backend_name == "cuda" and settings.rollout_lambda == 0
-                        else None)
+                        and settings.score_utility == 0 else None)
 
     def node_slots(self, game, node) -> np.ndarray:
         return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
@@ -141,7 +159,13 @@ class SearchingGames:
         legal = (go.sensible_moves(slots) if self.settings.sensible_moves_only
                  else go.legal_moves(slots))
         terminal = go.is_over(slots)
-        policy, values = self.evaluator(go.features(self.history, slots))
+        weight = self.settings.score_utility
+        if weight > 0:
+            policy, values, margins = self._with_score(go.features(self.history, slots))
+            values = ((1 - weight) * values
+                      + weight * score_utility(margins, self.board_size)).astype(np.float32)
+        else:
+            policy, values = self.evaluator(go.features(self.history, slots))
         self.evaluations += len(terminal)
         policy = xp.ascontiguousarray(in_namespace(xp, policy), dtype=np.float32)
         values = in_namespace(xp, values).astype(np.float32)
@@ -151,7 +175,11 @@ class SearchingGames:
             # leaves are overwritten below; playing out from them costs nothing).
             z = xp.sign(in_namespace(xp, go.playouts(slots))) * go.to_play(slots)
             values = ((1.0 - mix) * values + mix * z).astype(np.float32)
-        values = xp.where(terminal, go.finished_values(slots), values).astype(np.float32)
+        finished = go.finished_values(slots)
+        if weight > 0:
+            margins = go.score(slots) * go.to_play(slots)
+            finished = (1 - weight) * finished + weight * score_utility(margins, self.board_size)
+        values = xp.where(terminal, finished, values).astype(np.float32)
         return self._download(policy, legal, values, terminal)
 
     def _download(self, policy, legal, values, terminal):

@@ -139,6 +139,11 @@ def test_ownership_and_score_match_the_keras_model(backend, board_size, global_p
     policy, value = net(probe)
     np.testing.assert_allclose(value, np.asarray(model(probe, training=False)[1])[:, 0],
                                rtol=1e-4, atol=1e-5)
+    # And a search that reads the score gets all three in one pass.
+    policy_2, value_2, points_2 = net.with_score(probe)
+    np.testing.assert_allclose(policy_2, policy, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(value_2, value, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(points_2, score[:, 0] * board_size ** 2, rtol=1e-4, atol=1e-4)
 
 
 def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
@@ -158,6 +163,8 @@ def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
         assert not plain.has_aux_heads
         with pytest.raises(ValueError, match="no ownership head"):
             plain.ownership(planes(1))
+        with pytest.raises(ValueError, match="no score head"):
+            plain.with_score(planes(1))
 
 
 def _thread_affinities() -> dict[int, set[int]]:

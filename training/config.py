@@ -61,6 +61,10 @@ class Config:
     # Play (GTP, the GUI, matches; not self-play): choose the move by lower confidence bound
     # among the well-visited ones instead of the most visited (py_util/mcts.py move_preferences).
     lcb_move_choice: bool = False
+    # Every search's leaf utility (play and self-play) mixes in the expected score margin with
+    # this weight (games/search.py SearchSettings.score_utility; needs aux_heads); 0 is the
+    # value alone.
+    score_utility: float = 0.0
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
@@ -217,6 +221,9 @@ class Config:
             raise ValueError("config: komi_spread and komi_wide_share need komi_input true (a "
                              "net that cannot see the komi would learn noise), got "
                              f"{self.komi_spread} and {self.komi_wide_share}")
+        if self.score_utility and not self.aux_heads:
+            raise ValueError(f"config: score_utility needs aux_heads true (the score head it "
+                             f"reads), got {self.score_utility}")
         if self.handicap_share and self.board_size < 5:
             raise ValueError(f"config: handicap_share needs a board of 5x5 or more (2-4 stones "
                              f"off the first line), got {self.board_size}x{self.board_size}")
@@ -321,7 +328,7 @@ class Config:
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
             ("gumbel_considered", 0, n * n + 1), ("komi_spread", 0, n * n),
-            ("komi_wide_share", 0, 1), ("handicap_share", 0, 1),
+            ("komi_wide_share", 0, 1), ("handicap_share", 0, 1), ("score_utility", 0, 1),
         ]
 
     def to_json(self) -> str:

@@ -163,6 +163,9 @@ def add_search(parser, *, no_search: bool = True) -> None:
                         help="play the move with the best lower confidence bound among the "
                              "well-searched ones instead of the most visited (default: the "
                              "net's config)")
+    parser.add_argument("--score-utility", type=float, default=None, metavar="W",
+                        help="leaf utility (1 - W) * value + W * (2/pi) atan(score / board "
+                             "size), for a net with the score head (default: the net's config)")
 
 
 def add_game(parser) -> None:
