@@ -1068,6 +1068,56 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
     assert f"blocks: it has {deeper}, command asks {old.config.blocks}" in err
 
 
+def test_init_from_widens_every_layer_and_the_wider_net_plays_as_before(one_iteration, tmp_path):
+    from training.nets import read_weights
+    source, _, _ = one_iteration
+    old = read_weights(source)
+    wider = old.config.filters + 4
+    run = tmp_path / "wider"
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
+                              "--filters", str(wider), "--init_from", str(source))
+    assert code == 0, err
+    assert f"it has {old.config.filters} filters; the 4 added" in out + err
+    new = read_weights(run)
+    assert new.config.filters == wider
+    planes = np.random.default_rng(11).integers(
+        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    assert_answers_as(new.trainer.model, planes, old.trainer.model, planes)
+    # The added channels are not dead: a training step gives them weights into the old ones.
+    kernel = new.trainer.model.get_layer("block0_conv1").kernel
+    assert not np.asarray(kernel)[:, :, old.config.filters:, :old.config.filters].any()
+    train_one_random_step(new.trainer, np.random.default_rng(12))
+    assert np.asarray(kernel)[:, :, old.config.filters:, :old.config.filters].any()
+    err = refused(tmp_path / "narrower", "--iterations", "1",
+                  "--filters", str(old.config.filters), "--init_from", str(run))
+    assert f"filters: it has {wider}, command asks {old.config.filters}" in err
+
+
+@pytest.mark.parametrize("global_pooling", [False, True])
+def test_a_widened_net_with_every_head_answers_as_its_source(global_pooling):
+    """Every layer kind widened at once (the auxiliary heads, the global pooling's means and
+    maxima), from a source with random weights and batch-norm statistics: the source itself
+    is the reference."""
+    from training.nets import _copy_shared_layers, build_trainer
+    narrow = Config(board_size=5, blocks=2, filters=8, aux_heads=True,
+                    global_pooling=global_pooling)
+    wide = narrow.overridden(filters=13)
+    source, target = build_trainer(narrow), build_trainer(wide)
+    rng = np.random.default_rng(3)
+    for layer in source.model.layers:
+        arrays = layer.get_weights()
+        if "bn" in layer.name:     # gamma, beta, moving mean, moving variance (positive)
+            arrays = [rng.normal(1, 0.3, a.shape) if i in (0, 3) else rng.normal(0, 0.3, a.shape)
+                      for i, a in enumerate(arrays)]
+            arrays[3] = np.abs(arrays[3])
+        else:
+            arrays = [rng.normal(0, 0.15, a.shape) for a in arrays]
+        layer.set_weights([a.astype(np.float32) for a in arrays])
+    _copy_shared_layers(source.model, target.model, (narrow, wide))
+    planes = rng.integers(0, 2, (6, 5, 5, narrow.input_planes)).astype(np.float32)
+    assert_answers_as(target.model, planes, source.model, planes)
+
+
 def test_init_from_adds_the_komi_plane_and_the_run_trains_and_resumes_at_drawn_komis(
         one_iteration, tmp_path):
     """A warm start to komi_input: the stem's weights on the komi plane start at zero, so the

@@ -331,18 +331,21 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
     except that `config` may grow the net: add the auxiliary heads to a net trained without
-    them (they start fresh), residual blocks after its last one (they start as identities)
-    and the extra input planes or the komi plane to a net trained without them (the stem's
-    weights on them start at zero), so the grown net plays exactly as the source did; every
-    shared layer is copied by name."""
+    them (they start fresh), residual blocks after its last one (they start as identities),
+    the extra input planes or the komi plane to a net trained without them (the stem's
+    weights on them start at zero) and filters to every layer (`_widened`: the added channels
+    start fresh, with zero weights into the source's channels), so the grown net plays
+    exactly as the source did; every shared layer is copied by name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
     new_blocks = range(found.config.blocks, config.blocks)
     adds_features = config.extra_features and not found.config.extra_features
     adds_komi = config.komi_input and not found.config.komi_input
+    widens = config.filters > found.config.filters
     # Compare with the source as grown: only what cannot be grown remains to refuse.
     compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
                        blocks=max(config.blocks, found.config.blocks),
+                       filters=max(config.filters, found.config.filters),
                        extra_features=found.config.extra_features or config.extra_features,
                        komi_input=found.config.komi_input or config.komi_input)
     problems = config.incompatibilities(compared)
@@ -350,7 +353,7 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        if adds_heads or new_blocks or adds_features or adds_komi:
+        if adds_heads or new_blocks or adds_features or adds_komi or widens:
             _copy_shared_layers(found.trainer.model, trainer.model, (found.config, config),
                                 new_blocks)
             if adds_heads:
@@ -368,6 +371,10 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
             if adds_komi:
                 log(f"--init-from {found.label}: it has no komi plane; the stem's weights on "
                     "it start at zero, so it plays as it did until trained")
+            if widens:
+                log(f"--init-from {found.label}: it has {found.config.filters} filters; the "
+                    f"{config.filters - found.config.filters} added to every layer start "
+                    "fresh with zero weights into its own, so it plays as it did until trained")
         else:
             trainer.load_model_weights(found.weights)
     except ValueError as error:
@@ -394,7 +401,8 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
     which keep their fresh weights, and the residual blocks `new_blocks`, made identities, and
     its stem may read more input planes than the source's: the planes features() appends
     (extra_features, komi_input: `inputs` are the source's and the target's configs), whose
-    kernel weights are zero, so they change nothing until trained."""
+    kernel weights are zero, so they change nothing until trained; and `target` may be wider
+    (more filters: `_widened`)."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
     from architectures.resnet import (AUX_HEAD_LAYERS, STEM_CONV, block_layers,
                                       make_block_identity)
@@ -412,6 +420,8 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
         needed = [b.shape for b in dst.get_weights()]
         if dst.name == STEM_CONV and len(weights) == 1 and len(needed) == 1:
             weights = [_with_added_inputs(weights[0], needed[0], *inputs)]
+        if inputs[1].filters > inputs[0].filters:
+            weights = _widened(dst.name, weights, dst.get_weights(), inputs[0].filters)
         shapes = [a.shape for a in weights]
         if shapes != needed:
             raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
@@ -421,6 +431,36 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
     for block in new_blocks:
         make_block_identity(target, block)
     weights_changed(target)
+
+
+def _widened(name: str, weights: list, fresh: list, filters: int) -> list:
+    """A layer's source `weights` laid out in the wider target layer, whose freshly built
+    arrays are `fresh`: each source array fills the leading corner of its fresh array; in a
+    kernel (..., inputs, outputs) the weights from the added input channels are zero, so the
+    source's channels compute exactly what they did whatever the added ones hold; the added
+    output channels, and whatever else is added (batch-norm entries), keep their fresh values.
+    The global pooling layer's inputs are the trunk's means then its maxima, each `filters`
+    wide in the source: they are placed apart. Arrays that do not fit are returned as they
+    are (and refused by the caller)."""
+    grown = []
+    for array, new in zip(weights, fresh):
+        if array.shape == new.shape or array.ndim != new.ndim or any(
+                have > want for have, want in zip(array.shape, new.shape)):
+            grown.append(array)
+            continue
+        out = np.array(new, dtype=array.dtype)
+        if name == "gpool_dense" and array.ndim == 2:
+            wide = new.shape[0] // 2                       # the target's filters
+            rows = np.r_[0:filters, wide:wide + filters]   # the source's means, its maxima
+            out[np.setdiff1d(np.arange(2 * wide), rows), :] = 0
+            out[rows, :array.shape[1]] = array
+            grown.append(out)
+            continue
+        if array.ndim >= 2:
+            out[..., array.shape[-2]:, :] = 0
+        out[tuple(slice(0, size) for size in array.shape)] = array
+        grown.append(out)
+    return grown
 
 
 def _with_added_inputs(kernel: np.ndarray, needed: tuple, source: Config,
