@@ -263,7 +263,7 @@ class TrainingLoop:
             batch = self.selfplay.play(config.positions_per_iteration,
                                        progress=lambda done: bar.update(done - bar.n))
         targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
-                   batch.final, batch.komi)
+                   batch.final, batch.komi, batch.surprise)
         atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(*targets),
                                                     "weights_version": batch.weights_version})
         self.buffer.add(*targets)
@@ -303,6 +303,7 @@ class TrainingLoop:
             "selfplay_moves": sum(len(g.moves) for g in batch.games),   # fast searches included
             "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
             "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
+            "policy_surprise": round(float(np.mean(batch.surprise)), 4) if batch.positions else 0.0,
             "replay_size": len(self.buffer),
             "tree_overflows": self.selfplay.tree_overflows,
             # In iterations of training behind the weights this iteration trained from.
@@ -456,7 +457,8 @@ class TrainingLoop:
         done = skipped = 0
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
-            sample = self.buffer.sample(config.train_batch_size, self.rng)
+            sample = self.buffer.sample(config.train_batch_size, self.rng,
+                                        surprise_weight=config.policy_surprise_weight)
             auxiliary = sample[3:] if config.aux_heads else ()
             stats = self.trainer.train_step(*sample[:3], *auxiliary)
             if stats.get("skipped"):

@@ -142,6 +142,9 @@ class SearchingGames:
         self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
                        if gumbel_considered > 0 else None)
         self.evaluations = 0
+        # Each game's root priors as the net gave them (masked and renormalised), before any
+        # root noise: what the search's policy target is measured against (policy surprise).
+        self.net_priors = np.zeros((num_games, n * n + 1), np.float32)
         # The search's own steps on CUDA: one round trip each, the rules' work in one kernel.
         self._device = (DeviceEvaluation(self.go, evaluator, config.history,
                                          settings.sensible_moves_only)
@@ -233,6 +236,9 @@ class SearchingGames:
                  else np.asarray(games, dtype=bool))
         if games.any():
             self._expand_roots(games)
+            # A move's first search: later ones (playout caps' full search) see its noise.
+            first = games & (self.search.simulations == 0)
+            self.net_priors[first] = self.search.root_statistics().priors[first]
             noisy = games & np.asarray(noise, dtype=bool)
             root_actions = None
             if self.gumbel is not None:

@@ -5,6 +5,8 @@ Per game in flight (preallocated, G games, L = max_moves):
     planes   uint8   [G, L, N, N, C]  input planes of each position played, but the komi plane
     komi     float32 [G, L]           the game's komi for the side to move (+ for White)
     policy   float32 [G, L, A]        root visit distribution (the policy target)
+    surprise float32 [G, L]           KL(policy target || the root's priors), in nats: how much
+                                      the search taught the net there (`policy_surprise`)
     to_play  int8    [G, L]           +1 black / -1 white at that position
     moves    int16   [G, L]           the move played (for SGF records)
     full     bool    [G, L]           searched fully: only these become training positions
@@ -41,6 +43,15 @@ from kernels.go_batch import resolve_backend
 from training.config import Config
 
 
+def policy_surprise(targets: np.ndarray, priors: np.ndarray) -> np.ndarray:
+    """float32 (k,): KL(target || prior) in nats per row, the priors floored at 1e-12 (the
+    root's priors as the net gave them, masked to the searched moves and renormalised, before
+    root noise: SearchingGames.net_priors); 0 where target and priors agree."""
+    targets = targets.astype(np.float64)
+    ratio = np.where(targets > 0, targets / np.maximum(priors.astype(np.float64), 1e-12), 1.0)
+    return (targets * np.log(ratio)).sum(axis=1).astype(np.float32)
+
+
 def draw_komi(config: Config, count: int, rng: np.random.Generator) -> np.ndarray:
     """float64 (count,): self-play komis, rounded to half points: most from a normal law
     around config.komi (standard deviation komi_spread), a share komi_wide_share uniform
@@ -72,6 +83,7 @@ class SelfPlayBatch:
     score: np.ndarray          # float32 (k,)
     final: np.ndarray          # bool (k,)
     komi: np.ndarray           # float32 (k,): the game's komi for the side to move
+    surprise: np.ndarray       # float32 (k,): KL(policy target || root priors), see above
     weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
@@ -110,6 +122,7 @@ class SelfPlay:
         self.game_komi = np.full(games, config.komi)
         self.handicap: list[tuple] = [() for _ in range(games)]
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
+        self.surprise = np.zeros((games, length), np.float32)
         self.to_play = np.zeros((games, length), np.int8)
         self.moves = np.zeros((games, length), np.int16)
         self.full = np.ones((games, length), bool)
@@ -151,7 +164,7 @@ class SelfPlay:
         (benchmarks) until every game made `max_moves` moves, whichever comes first."""
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
-        planes, policy, value, versions, finished, komi = [], [], [], [], [], []
+        planes, policy, value, versions, finished, komi, surprise = [], [], [], [], [], [], []
         ownership, score, final = [], [], []
         collected = false_resigns = playthrough_resigns = played = moves = 0
         while collected < num_positions and (max_moves is None or moves < max_moves):
@@ -169,6 +182,7 @@ class SelfPlay:
                 final.append(positions[5])
                 versions.append(positions[6])
                 komi.append(positions[7])
+                surprise.append(positions[8])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -185,6 +199,7 @@ class SelfPlay:
             score=np.concatenate(score) if score else np.zeros(0, np.float32),
             final=np.concatenate(final) if final else np.zeros(0, bool),
             komi=np.concatenate(komi) if komi else np.zeros(0, np.float32),
+            surprise=np.concatenate(surprise) if surprise else np.zeros(0, np.float32),
             weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
@@ -223,6 +238,8 @@ class SelfPlay:
             actions = driver.search.choose_actions(0.0)
             if sampled.any():
                 actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
+        self.surprise[rows, move_number] = policy_surprise(self.policy[rows, move_number],
+                                                           driver.net_priors)
         self.moves[rows, move_number] = actions
         self.version[rows, move_number] = self.weights_version
         resigning = np.zeros(config.num_games, bool)
@@ -263,4 +280,5 @@ class SelfPlay:
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
                         values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
                         (score * side).astype(np.float32), np.full(len(side), final),
-                        self.version[game, :length][kept], self.komi[game, :length][kept])
+                        self.version[game, :length][kept], self.komi[game, :length][kept],
+                        self.surprise[game, :length][kept])

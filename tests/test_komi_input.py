@@ -160,7 +160,8 @@ def test_the_replay_appends_the_komi_plane_and_its_chunks_keep_the_komi(tmp_path
     final = np.ones(count, bool)
     komi = np.full(count, -6.5, np.float32)          # every position: Black to move, komi 6.5
     path = tmp_path / "chunk.npz"
-    atomic_save_npz(path, chunk_arrays(stored, policy, value, ownership, score, final, komi))
+    atomic_save_npz(path, chunk_arrays(stored, policy, value, ownership, score, final, komi,
+                                       np.zeros(len(value), np.float32)))
     buffer = ReplayBuffer(100, N, planes, komi_input=True)
     assert buffer.load_chunks([path]) == count
     sample = buffer.sample(64, rng)

@@ -152,6 +152,7 @@ def test_one_iteration_writes_config_revision_checkpoint_chunk_and_metrics(one_i
     assert chunk["policy"].shape == (positions, 26)
     assert (chunk["policy"] >= 0).all()
     np.testing.assert_allclose(chunk["policy"].sum(axis=1), 1.0, atol=1e-5)
+    assert chunk["surprise"].shape == (positions,) and (chunk["surprise"] >= 0).all()
     # komi 7.5: no draws, so every value target is a win or a loss, from the side to move's
     # view: it flips with the side to move within a game.
     games = split_games(chunk)
@@ -173,6 +174,7 @@ def test_one_iteration_writes_config_revision_checkpoint_chunk_and_metrics(one_i
     assert TRAINING_FIELDS <= set(record)  # tiny's min_replay (32) is below one iteration
     assert record["iteration"] == 1
     assert (record["positions"], record["games"]) == (positions, len(games))
+    assert record["policy_surprise"] == round(float(np.mean(chunk["surprise"])), 4) > 0
     assert record["train_steps"] == counters["train_steps"]
     assert record["wall_time_s"] > 0
     assert record["selfplay_positions_per_s"] > 0 and record["nn_evals_per_s"] > 0
@@ -971,9 +973,9 @@ def refused(run: Path, *extra: str) -> str:
 def test_init_from_refuses_another_net_shape_in_one_line(one_iteration, tmp_path):
     source, _, _ = one_iteration
     run = tmp_path / "misfit"
-    err = refused(run, "--iterations", "1", "--filters", "16", "--init_from", str(source))
+    err = refused(run, "--iterations", "1", "--filters", "4", "--init_from", str(source))
     [line] = [l for l in err.splitlines() if "init-from" in l]
-    assert "filters: it has 8, command asks 16" in line
+    assert "filters: it has 8, command asks 4" in line     # a net is widened, never narrowed
     assert checkpoint_iterations(run) == []
     err = refused(tmp_path / "nothing", "--iterations", "1",
                   "--init_from", str(tmp_path / "absent.npz"))

@@ -115,6 +115,10 @@ class Config:
     # Training.
     train_batch_size: int = 256
     sample_reuse: float = 4.0          # training samples drawn per new self-play position
+    # Policy surprise weighting (KataGo): draw replay positions with probability proportional
+    # to (1 - w) + w * surprise / mean surprise, the surprise being how far the search's policy
+    # target is from the net's priors (training/replay_buffer.py); 0: uniform.
+    policy_surprise_weight: float = 0.0
     replay_window: int = 60000         # most recent positions kept
     min_replay: int = 2048             # positions needed before training starts
     learning_rates: tuple = ((0, 0.02), (30000, 0.005), (80000, 0.001))
@@ -329,6 +333,7 @@ class Config:
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
             ("gumbel_considered", 0, n * n + 1), ("komi_spread", 0, n * n),
             ("komi_wide_share", 0, 1), ("handicap_share", 0, 1), ("score_utility", 0, 1),
+            ("policy_surprise_weight", 0, 1),
         ]
 
     def to_json(self) -> str:

@@ -1,5 +1,5 @@
-"""The replay buffer: the most recent self-play positions, sampled uniformly for training,
-each sample under a random one of the 8 board symmetries.
+"""The replay buffer: the most recent self-play positions, sampled for training (uniformly,
+or weighted by policy surprise), each sample under a random one of the 8 board symmetries.
 
 Storage (a ring of `capacity` positions, oldest overwritten first):
     planes  uint8   [capacity, N, N, C]   the net's input planes but the komi plane (all 0/1)
@@ -12,6 +12,13 @@ Storage (a ring of `capacity` positions, oldest overwritten first):
     score   float32 [capacity]            final area margin for the side to move, komi included
     final   bool    [capacity]            ownership and score exist (False: a resigned game, or
                                           a chunk written before they were recorded)
+    surprise float32 [capacity]           KL(policy target || the net's root priors) in nats
+                                          (games/selfplay.py); NaN where unknown (game records,
+                                          chunks written before it was recorded)
+
+Policy surprise weighting (KataGo; Config.policy_surprise_weight w): a position is drawn with
+probability proportional to (1 - w) + w * s / mean(s), s its surprise and the mean over the
+buffer's known ones; an unknown surprise counts as the mean. w = 0 is uniform sampling.
 
 On disk it is the run directory's replay chunks (one per iteration, see run_directory.py);
 `load_chunks` rebuilds the ring from the newest chunks after a restart.
@@ -57,6 +64,7 @@ class ReplayBuffer:
         self.ownership = np.zeros((capacity, board_size, board_size), dtype=np.int8)
         self.score = np.zeros(capacity, dtype=np.float32)
         self.final = np.zeros(capacity, dtype=bool)
+        self.surprise = np.full(capacity, np.nan, dtype=np.float32)
         self.size = 0
         self.next = 0  # ring position of the next write
 
@@ -65,10 +73,17 @@ class ReplayBuffer:
 
     def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
             ownership: np.ndarray | None = None, score: np.ndarray | None = None,
-            final: np.ndarray | None = None, komi: np.ndarray | None = None) -> None:
+            final: np.ndarray | None = None, komi: np.ndarray | None = None,
+            surprise: np.ndarray | None = None) -> None:
         """Append positions; without ownership/score/final they are marked as not final.
-        `komi` (k,), each position's komi for the side to move, is needed with komi_input."""
+        `komi` (k,), each position's komi for the side to move, is needed with komi_input;
+        `surprise` (k,) is unknown (NaN) where not given."""
         count = len(value)
+        if surprise is None:
+            surprise = np.full(count, np.nan, np.float32)
+        surprise = np.asarray(surprise, np.float32)
+        if surprise.shape != (count,) or (surprise[~np.isnan(surprise)] < 0).any():
+            raise ValueError(f"replay add: surprise must be {count} numbers >= 0 (or NaN)")
         n = self.board_size
         if komi is None:
             if self.komi_input:
@@ -96,15 +111,31 @@ class ReplayBuffer:
         self.score[positions] = score[keep]
         self.final[positions] = final[keep]
         self.komi[positions] = np.asarray(komi, np.float32)[keep]
+        self.surprise[positions] = surprise[keep]
         self.next = int((self.next + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> Sample:
-        """Uniform over stored positions, each under a random symmetry (the same one for its
-        planes, policy and ownership)."""
+    def sampling_weights(self, surprise_weight: float) -> np.ndarray:
+        """float64 (size,): each stored position's probability of being drawn (see the module
+        docstring)."""
+        surprise = self.surprise[:self.size].astype(np.float64)
+        known = ~np.isnan(surprise)
+        mean = surprise[known].mean() if known.any() else 0.0
+        relative = np.where(known, surprise / mean, 1.0) if mean > 0 else np.ones(self.size)
+        weights = (1 - surprise_weight) + surprise_weight * relative
+        return weights / weights.sum()
+
+    def sample(self, batch_size: int, rng: np.random.Generator,
+               surprise_weight: float = 0.0) -> Sample:
+        """Stored positions, uniformly or weighted by policy surprise (`surprise_weight`, see
+        the module docstring), each under a random symmetry (the same one for its planes,
+        policy and ownership)."""
         if self.size == 0:
             raise ValueError("replay buffer is empty")
-        index = rng.integers(0, self.size, batch_size)
+        if surprise_weight > 0:
+            index = rng.choice(self.size, batch_size, p=self.sampling_weights(surprise_weight))
+        else:
+            index = rng.integers(0, self.size, batch_size)
         symmetry = rng.integers(0, 8, batch_size)
         planes = symmetries.transform_planes(self.planes[index].astype(np.float32), symmetry)
         if self.komi_input:   # one value over the board: every symmetry keeps it
@@ -139,7 +170,8 @@ class ReplayBuffer:
                 extra = ((chunk["ownership"], chunk["score"], chunk["final"])
                          if "ownership" in chunk else (None, None, None))
                 self.add(planes, policy, value, *extra,
-                         komi=chunk["komi"] if "komi" in chunk else None)
+                         komi=chunk["komi"] if "komi" in chunk else None,
+                         surprise=chunk["surprise"] if "surprise" in chunk else None)
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
                 log(f"replay chunk {path.name} is damaged ({type(error).__name__}: {error}); "
                     f"skipping it")
@@ -150,8 +182,8 @@ class ReplayBuffer:
 
 def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
                  ownership: np.ndarray, score: np.ndarray, final: np.ndarray,
-                 komi: np.ndarray) -> dict[str, np.ndarray]:
+                 komi: np.ndarray, surprise: np.ndarray) -> dict[str, np.ndarray]:
     return {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
             "value": value.astype(np.float32), "ownership": ownership.astype(np.int8),
             "score": score.astype(np.float32), "final": final.astype(bool),
-            "komi": komi.astype(np.float32)}
+            "komi": komi.astype(np.float32), "surprise": surprise.astype(np.float32)}
