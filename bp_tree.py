@@ -23,8 +23,10 @@ an empty replay buffer. The new run takes the source's board size and net shape
 needs no shape flags; a shape flag that asks for another board size or net shape is refused,
 except that the net may grow: --aux-heads true adds the ownership and score heads to a net trained without
 them (they start fresh), a larger --blocks adds residual blocks after the source's last
-(they start as identities) and --extra-features true adds the liberty and ko input planes
-(the stem's weights on them start at zero), so the grown net first plays as the source did;
+(they start as identities), a larger --filters widens every layer (the added channels start
+with zero weights into the source's), and --extra-features true or --komi-input true add
+the liberty and ko planes or the komi plane (the stem's weights on them start at zero), so
+the grown net first plays as the source did;
 every other layer comes from the source (training/nets.py init_weights). Train steps
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
 --learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
@@ -455,10 +457,11 @@ class TrainingLoop:
         steps = max(1, math.ceil(new_positions * config.sample_reuse / config.train_batch_size))
         totals: dict[str, float] = {}
         done = skipped = 0
+        probabilities = (self.buffer.sampling_weights(config.policy_surprise_weight)
+                         if config.policy_surprise_weight > 0 else None)
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
-            sample = self.buffer.sample(config.train_batch_size, self.rng,
-                                        surprise_weight=config.policy_surprise_weight)
+            sample = self.buffer.sample(config.train_batch_size, self.rng, probabilities)
             auxiliary = sample[3:] if config.aux_heads else ()
             stats = self.trainer.train_step(*sample[:3], *auxiliary)
             if stats.get("skipped"):

@@ -88,8 +88,9 @@ def log_to_stderr(message: str) -> None:
 
 class Player:
     """A side in a batch of games. The match calls, for slots (int arrays):
-    new_games(slots, game_indices, komis) when games start (komis: each game's komi, float64); begin_moves then finish_moves for the
-    slots where this player is to move (finish returns int64 moves, RESIGN or FAILED);
+    new_games(slots, game_indices, komis) when games start (komis: each game's komi,
+    float64); begin_moves then finish_moves for the slots where this player is to move
+    (finish returns int64 moves, RESIGN or FAILED);
     observe(slots, moves) with every move played, its own included; restart(slots, stones,
     to_play) when a cleanup phase resumes play from a position; end_games(slots); close()."""
     name = "player"
@@ -397,8 +398,9 @@ def play_match(config: Config, player_a: Player, player_b: Player, games: int, *
                log: Callable[[str], None] = log_to_stderr) -> MatchReport:
     """`games` games between two players built for a batch of `parallel` games; A is black in
     even-numbered games, games 2k and 2k + 1 start from the same `random_openings` random
-    moves; A gives `give` points of komi in each (the module docstring). referee: cross-check finished games with a fresh GNU Go's final_score (default:
-    when a player is GNU Go). The dead-stone rule applies when a player is GNU Go."""
+    moves; A gives `give` points of komi in each (the module docstring). referee:
+    cross-check finished games with a fresh GNU Go's final_score (default: when a player is
+    GNU Go). The dead-stone rule applies when a player is GNU Go."""
     if random_openings < 0:
         raise ValueError(f"random_openings must be >= 0, got {random_openings}")
     check_give(give, config.board_size)

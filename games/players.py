@@ -79,8 +79,8 @@ def open_source(source: NetSource, *, batch_size: int, log=print) -> OpenedNet:
 
 def game_config(args: argparse.Namespace, net_config: Config | None) -> Config:
     """The game's config: the net's, or without a net one of --board-size (else 9); then
-    --komi, --rollout-lambda, --lcb and --score-utility where given. The rules run on the CPU: one game's board is
-    read on the host after every move."""
+    --komi, --rollout-lambda, --lcb-move-choice and --score-utility where given. The rules run
+    on the CPU: one game's board is read on the host after every move."""
     size = getattr(args, "board_size", None)
     try:
         if net_config is None:
@@ -92,9 +92,8 @@ def game_config(args: argparse.Namespace, net_config: Config | None) -> Config:
                                  f"plays only that size (leave out --board-size, or pick a net "
                                  f"trained on {size}x{size})")
             config = net_config.overridden(backend="cpu")
-        changes = {field: getattr(args, name) for name, field in
-                   (("komi", "komi"), ("rollout_lambda", "rollout_lambda"),
-                    ("lcb", "lcb_move_choice"), ("score_utility", "score_utility"))
+        changes = {name: getattr(args, name) for name in
+                   ("komi", "rollout_lambda", "lcb_move_choice", "score_utility")
                    if getattr(args, name, None) is not None}
         return config.overridden(**changes) if changes else config
     except ValueError as error:

@@ -19,9 +19,10 @@ search step exactly one block goes each way between host and engine. Host to eng
 leaves' parent slots, their slots and their actions, int64 (3, k), in `GoBatch.upload`.
 Engine to host: what the C tree needs, in `_download`, one flat byte block of
 k * (5 * A + 5) bytes: priors float32 (k, A), values float32 (k,), legal bool (k, A),
-terminal bool (k,). On the CPU back end both are plain host copies. On the CUDA back end (without playouts) the
-search's own steps go through games/device_step.py instead: the same two copies, from and
-into pinned memory, with the rules' per-leaf work fused into one kernel and no other wait.
+terminal bool (k,). On the CPU back end both are plain host copies. On the CUDA back end
+(without playouts or score utility) the search's own steps go through games/device_step.py
+instead: the same two copies, from and into pinned memory, with the rules' per-leaf work
+fused into one kernel and no other wait.
 """
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ class SearchSettings:
     lcb_move_choice: bool = False
     # Score utility (KataGo's static one): a leaf's value is (1 - w) v + w (2/pi) atan(s / N),
     # s the net's expected score margin for the side to move (a finished leaf's: its area
-    # score) and N the board size; w = 0 is the plain value. The search's Q, its win rates
-    # and what it backs up are then this utility.
+    # score) and N the board size; w = 0 is the plain value. The search's Q, its win rates,
+    # what it backs up and what a resign threshold compares are then this utility. It runs
+    # the search's steps through `evaluate_slots` on the CUDA back end too (not fused).
     score_utility: float = 0.0
 
     @classmethod
@@ -125,9 +127,11 @@ class SearchingGames:
         self.evaluator = evaluator
         self._with_score = None
         if settings.score_utility > 0:
-            if not getattr(evaluator, "has_aux_heads", False):
-                raise ValueError("score utility needs a net with the score head (trained with "
-                                 "--aux-heads true)")
+            if not (getattr(evaluator, "has_aux_heads", False)
+                    and hasattr(evaluator, "with_score")):
+                raise ValueError("score utility needs a net that gives its score with its "
+                                 "policy and value (a CompiledNet or the GUI's net process of "
+                                 "a net trained with --aux-heads true)")
             self._with_score = evaluator.with_score
         self.search = search if search is not None else BatchedMCTS(
             num_games, n * n + 1, settings.simulations, c_puct=settings.c_puct,
@@ -157,7 +161,7 @@ class SearchingGames:
     def evaluate_slots(self, slots):
         """(priors, legal, values, terminal), host NumPy, of the positions in `slots` (host
         indices or `CheckedSlots`); a finished position's value is its game result from the
-        view of the side to move there."""
+        view of the side to move there (with score utility, mixed with its area score)."""
         go, xp = self.go, self.go.xp
         legal = (go.sensible_moves(slots) if self.settings.sensible_moves_only
                  else go.legal_moves(slots))

@@ -49,7 +49,9 @@ def policy_surprise(targets: np.ndarray, priors: np.ndarray) -> np.ndarray:
     root noise: SearchingGames.net_priors); 0 where target and priors agree."""
     targets = targets.astype(np.float64)
     ratio = np.where(targets > 0, targets / np.maximum(priors.astype(np.float64), 1e-12), 1.0)
-    return (targets * np.log(ratio)).sum(axis=1).astype(np.float32)
+    # Two float32 distributions renormalised apart can make a KL of a hair below 0 (a Gumbel
+    # target equal to its priors, all completed values alike): it is 0.
+    return np.maximum((targets * np.log(ratio)).sum(axis=1), 0.0).astype(np.float32)
 
 
 def draw_komi(config: Config, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -112,8 +114,11 @@ class SelfPlay:
         games = config.num_games
         length = config.resolved_max_moves
         n = config.board_size
-        # Forced playouts are for self-play's training targets only (matches search plainly).
-        self.driver = SearchingGames(config, games, evaluator, seed=seed, num_threads=num_threads,
+        # Forced playouts are for self-play's training targets only (matches search plainly);
+        # score utility and LCB move choice are for play only (self-play's values are the
+        # net's win probabilities, its moves Gumbel's or the visits').
+        self.driver = SearchingGames(config.overridden(score_utility=0.0), games, evaluator,
+                                     seed=seed, num_threads=num_threads,
                                      forced_playouts=config.forced_playouts,
                                      gumbel_considered=config.gumbel_considered)
         self.rng = np.random.default_rng(seed + 1)

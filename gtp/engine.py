@@ -41,7 +41,6 @@ import numpy as np
 
 from games import analysis, sgf_records
 from games.search import SearchingGames
-from py_util.mcts import move_preferences
 from games.territory import position_settled, stone_groups
 from gtp.files import FileRefused, read_regular_file, write_regular_file
 from games.game_record import GameRecord, Move, Replayer, Setup
@@ -49,6 +48,7 @@ from games.handicap import fixed_handicap_vertices
 from gtp.protocol import GtpError, Stream
 from gtp.version import program_version
 from kernels import coords
+from py_util.mcts import move_preferences
 from training.config import Config
 
 COLOURS = {"b": 1, "black": 1, "w": -1, "white": -1}

@@ -89,6 +89,11 @@ class NetProcess:
         `CompiledNet.ownership`; NetProcessError for a net without them."""
         return self._ask(("ownership", np.ascontiguousarray(planes, dtype=np.float32)))
 
+    def with_score(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(policy, value, score) in one pass, as `CompiledNet.with_score`, for a search with
+        score utility; NetProcessError for a net without the score head."""
+        return self._ask(("score", np.ascontiguousarray(planes, dtype=np.float32)))
+
     def _ask(self, request):
         with self._lock:
             if self.closed:
@@ -160,8 +165,9 @@ def serve(fd: int) -> int:
             if request is None:
                 return 0
             try:
-                if isinstance(request, tuple):      # ("ownership", planes)
-                    answer = ("ok", net.ownership(request[1]))
+                if isinstance(request, tuple):      # ("ownership" or "score", planes)
+                    ask = net.ownership if request[0] == "ownership" else net.with_score
+                    answer = ("ok", ask(request[1]))
                 else:
                     answer = ("ok", net(request))
             except ValueError as error:             # a net without the heads, bad planes

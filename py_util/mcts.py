@@ -395,13 +395,7 @@ class BatchedMCTS:
         actions = np.full(self.batch_size, -1, dtype=np.int64)
         chosen = np.flatnonzero(mask)
         if temperature == 0:
-            if lcb:
-                actions[chosen] = np.argmax(move_preferences(stats, lcb=True)[chosen], axis=1)
-                return actions
-            most = visits[chosen] == visits[chosen].max(axis=1, keepdims=True)
-            # Among the most visited actions the highest prior wins (argmax: then the lowest
-            # action); -1 keeps the others, illegal ones included, out.
-            actions[chosen] = np.argmax(np.where(most, stats.priors[chosen], -1.0), axis=1)
+            actions[chosen] = np.argmax(move_preferences(stats, lcb=lcb)[chosen], axis=1)
             return actions
         weights = np.where(visits.sum(axis=1, keepdims=True) > 0, visits, stats.priors)[chosen]
         with np.errstate(divide="ignore"):

@@ -191,6 +191,9 @@ def test_the_net_process_answers_and_its_death_is_reported():
         policy, value = net(np.zeros((2, n, n, net_planes(session)), np.float32))
         assert policy.shape == (2, n * n + 1) and value.shape == (2,)
         np.testing.assert_allclose(policy.sum(axis=1), 1, rtol=1e-5)
+        # The fixture's net has no score head: a search with score utility is told so.
+        with pytest.raises(NetProcessError, match="no score head"):
+            net.with_score(np.zeros((1, n, n, net_planes(session)), np.float32))
 
         net.process.send_signal(signal.SIGKILL)
         net.process.wait(timeout=10)

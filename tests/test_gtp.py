@@ -739,25 +739,30 @@ def test_lcb_flag_makes_the_engine_play_the_best_lower_confidence_bound(tiny_run
     import gtp_engine
     with contextlib.redirect_stderr(io.StringIO()):
         engine = gtp_engine.load_engine(gtp_engine.parse_args(["--run", str(tiny_run),
-                                                              "--lcb", "true"]))
+                                                              "--lcb-move-choice", "true"]))
     assert engine.config.lcb_move_choice and not loaded[0].lcb_move_choice
     config, net = loaded
-    for lcb in (False, True):
-        gtp = Transcript((config.overridden(lcb_move_choice=lcb), net), simulations=200)
-        gtp.ok("play b c3")
-        move = gtp.ok("reg_genmove w")
-        stats = gtp.engine.driver.search.root_statistics()
-        visits, q, variance = stats.visits[0], stats.q[0], stats.variance[0]
-        # By hand: among moves with 2 visits and a tenth of the most, the highest mean less
-        # 1.96 standard errors (sample variance, at least 0.01); else the most visited.
-        bounds = {a: q[a] - 1.96 * math.sqrt(max(variance[a] * visits[a] / (visits[a] - 1),
-                                                 0.01) / visits[a])
-                  for a in range(len(visits))
-                  if visits[a] >= 2 and visits[a] >= 0.1 * visits.max()}
-        best = max(bounds, key=bounds.get) if lcb else int(np.argmax(visits))
-        assert move.upper() == move_to_gtp(best, config.board_size)
-        # Analysis lists the moves in the order play prefers them.
-        assert analysis.candidates(gtp.engine.driver)[0].action == best
+    differed = 0
+    for opening in ("c3", "b2", "d4", "a1", "e5", "b4"):
+        for lcb in (False, True):
+            gtp = Transcript((config.overridden(lcb_move_choice=lcb), net), simulations=200)
+            gtp.ok(f"play b {opening}")
+            move = gtp.ok("reg_genmove w")
+            stats = gtp.engine.driver.search.root_statistics()
+            visits, q, variance = stats.visits[0], stats.q[0], stats.variance[0]
+            # By hand: among moves with 2 visits and a tenth of the most, the highest mean
+            # less 1.96 standard errors (sample variance, at least 0.01).
+            bounds = {a: q[a] - 1.96 * math.sqrt(
+                          max(variance[a] * visits[a] / (visits[a] - 1), 0.01) / visits[a])
+                      for a in range(len(visits))
+                      if visits[a] >= 2 and visits[a] >= 0.1 * visits.max()}
+            most_visited = int(np.argmax(visits))
+            best = max(bounds, key=bounds.get) if lcb else most_visited
+            assert move.upper() == move_to_gtp(best, config.board_size)
+            differed += best != most_visited
+            # Analysis lists the moves in the order play prefers them.
+            assert analysis.candidates(gtp.engine.driver)[0].action == best
+    assert differed, "no position where the bound chose another move: the test shows nothing"
 
 
 def test_lz_analyze_format_min_and_max_moves_and_errors(loaded):

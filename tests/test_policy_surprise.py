@@ -70,8 +70,8 @@ def test_surprise_weighting_draws_positions_in_proportion():
     expected = np.array([0.125, 0.21875, 0.40625, 0.25])
     np.testing.assert_allclose(buffer.sampling_weights(0.5), expected)
     rng = np.random.default_rng(0)
-    drawn = np.concatenate([buffer.sample(1000, rng, surprise_weight=0.5).value
-                            for _ in range(40)])
+    probabilities = buffer.sampling_weights(0.5)
+    drawn = np.concatenate([buffer.sample(1000, rng, probabilities).value for _ in range(40)])
     frequencies = np.array([(drawn == v).mean() for v in value])
     np.testing.assert_allclose(frequencies, expected, atol=0.01)
     # Weight 0 draws uniformly, and a buffer without known surprises does so at any weight.

@@ -3,7 +3,8 @@
 A leaf's value is (1 - w) v + w (2/pi) atan(s / N): checked by hand on a settled position, for
 a net's leaf (s the net's score for the side to move) and for a finished game (s its area
 score from the mover's view), for both sides to move. With w = 0 the search never asks for
-the score. A net without the score head is refused, in the config and in the search.
+the score. A net without the score head or the komi plane is refused, in the config and in
+the search; self-play searches without it (a play-time setting).
 """
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def utility(value: float, margin: float, weight: float, board_size: int = 5) -> 
 
 
 def settled_driver(weight: float, net) -> SearchingGames:
-    config = Config(board_size=5, komi=0.5, aux_heads=True, score_utility=weight)
+    config = Config(board_size=5, komi=0.5, aux_heads=True, komi_input=True,
+                    score_utility=weight)
     driver = SearchingGames(config, 2, net)
     stones = board_from_ascii(SETTLED)
     driver.go.set_board(np.stack([stones, stones]), np.array([1, -1]), slots=np.array([0, 1]))
@@ -84,12 +86,25 @@ def test_a_finished_game_values_its_result_mixed_with_its_area_score(weight):
 
 
 def test_score_utility_needs_the_score_head():
-    with pytest.raises(ValueError, match="score_utility needs aux_heads"):
-        Config(board_size=5, score_utility=0.1).validate()
+    for fields in (dict(), dict(aux_heads=True), dict(komi_input=True)):
+        with pytest.raises(ValueError, match="score_utility needs a net with the score head"):
+            Config(board_size=5, score_utility=0.1, **fields).validate()
     with pytest.raises(ValueError, match="score_utility must be in"):
-        Config(board_size=5, aux_heads=True, score_utility=1.5).validate()
+        Config(board_size=5, aux_heads=True, komi_input=True, score_utility=1.5).validate()
 
     def plain(planes):
         return np.full((len(planes), 26), 1 / 26, np.float32), np.zeros(len(planes), np.float32)
-    with pytest.raises(ValueError, match="needs a net with the score head"):
-        SearchingGames(Config(board_size=5, aux_heads=True, score_utility=0.1), 1, plain)
+    with pytest.raises(ValueError, match="needs a net that gives its score"):
+        SearchingGames(Config(board_size=5, aux_heads=True, komi_input=True, score_utility=0.1),
+                       1, plain)
+
+
+def test_self_play_searches_without_score_utility():
+    from games.selfplay import SelfPlay
+    net = ScoringNet(np.full(64, 4.0))
+    config = Config(board_size=5, num_games=2, simulations=4, aux_heads=True, komi_input=True,
+                    score_utility=0.5)
+    selfplay = SelfPlay(config, net)
+    assert selfplay.driver.settings.score_utility == 0
+    selfplay.play(4, max_moves=2)
+    assert net.plain_calls > 0

@@ -1095,15 +1095,16 @@ def test_init_from_widens_every_layer_and_the_wider_net_plays_as_before(one_iter
     assert f"filters: it has {wider}, command asks {old.config.filters}" in err
 
 
-@pytest.mark.parametrize("global_pooling", [False, True])
-def test_a_widened_net_with_every_head_answers_as_its_source(global_pooling):
+@pytest.mark.parametrize("global_pooling, adds_planes", [(False, False), (True, True)])
+def test_a_widened_net_with_every_head_answers_as_its_source(global_pooling, adds_planes):
     """Every layer kind widened at once (the auxiliary heads, the global pooling's means and
-    maxima), from a source with random weights and batch-norm statistics: the source itself
-    is the reference."""
+    maxima), from a source with random weights and batch-norm statistics, once also growing
+    the input by the extra planes in front of the source's komi plane: the source itself is
+    the reference."""
     from training.nets import _copy_shared_layers, build_trainer
     narrow = Config(board_size=5, blocks=2, filters=8, aux_heads=True,
-                    global_pooling=global_pooling)
-    wide = narrow.overridden(filters=13)
+                    global_pooling=global_pooling, komi_input=adds_planes)
+    wide = narrow.overridden(filters=13, extra_features=adds_planes)
     source, target = build_trainer(narrow), build_trainer(wide)
     rng = np.random.default_rng(3)
     for layer in source.model.layers:
@@ -1117,7 +1118,13 @@ def test_a_widened_net_with_every_head_answers_as_its_source(global_pooling):
         layer.set_weights([a.astype(np.float32) for a in arrays])
     _copy_shared_layers(source.model, target.model, (narrow, wide))
     planes = rng.integers(0, 2, (6, 5, 5, narrow.input_planes)).astype(np.float32)
-    assert_answers_as(target.model, planes, source.model, planes)
+    if adds_planes:          # the extra planes go in before the komi plane, the last
+        extra = rng.integers(0, 2, (6, 5, 5, wide.input_planes - narrow.input_planes))
+        planes[..., -1] = rng.uniform(-1, 1, (6, 1, 1))
+        grown = np.concatenate([planes[..., :-1], extra, planes[..., -1:]], -1).astype(np.float32)
+    else:
+        grown = planes
+    assert_answers_as(target.model, grown, source.model, planes)
 
 
 def test_init_from_adds_the_komi_plane_and_the_run_trains_and_resumes_at_drawn_komis(

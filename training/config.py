@@ -61,9 +61,9 @@ class Config:
     # Play (GTP, the GUI, matches; not self-play): choose the move by lower confidence bound
     # among the well-visited ones instead of the most visited (py_util/mcts.py move_preferences).
     lcb_move_choice: bool = False
-    # Every search's leaf utility (play and self-play) mixes in the expected score margin with
-    # this weight (games/search.py SearchSettings.score_utility; needs aux_heads); 0 is the
-    # value alone.
+    # Play (GTP, the GUI, matches; not self-play): the search's leaf utility mixes in the
+    # expected score margin with this weight (games/search.py SearchSettings.score_utility;
+    # needs aux_heads and komi_input); 0 is the value alone.
     score_utility: float = 0.0
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
@@ -225,9 +225,10 @@ class Config:
             raise ValueError("config: komi_spread and komi_wide_share need komi_input true (a "
                              "net that cannot see the komi would learn noise), got "
                              f"{self.komi_spread} and {self.komi_wide_share}")
-        if self.score_utility and not self.aux_heads:
-            raise ValueError(f"config: score_utility needs aux_heads true (the score head it "
-                             f"reads), got {self.score_utility}")
+        if self.score_utility and not (self.aux_heads and self.komi_input):
+            raise ValueError(f"config: score_utility needs a net with the score head that reads "
+                             f"the komi (aux_heads and komi_input true: finished games count the "
+                             f"game's komi, so must the net), got {self.score_utility}")
         if self.handicap_share and self.board_size < 5:
             raise ValueError(f"config: handicap_share needs a board of 5x5 or more (2-4 stones "
                              f"off the first line), got {self.board_size}x{self.board_size}")

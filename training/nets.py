@@ -419,7 +419,9 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
         weights = src.get_weights()
         needed = [b.shape for b in dst.get_weights()]
         if dst.name == STEM_CONV and len(weights) == 1 and len(needed) == 1:
-            weights = [_with_added_inputs(weights[0], needed[0], *inputs)]
+            # The planes first, at the source's width; _widened then adds the filters.
+            planes_needed = (*needed[0][:3], weights[0].shape[3])
+            weights = [_with_added_inputs(weights[0], planes_needed, *inputs)]
         if inputs[1].filters > inputs[0].filters:
             weights = _widened(dst.name, weights, dst.get_weights(), inputs[0].filters)
         shapes = [a.shape for a in weights]

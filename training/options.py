@@ -16,6 +16,8 @@ Shared options (`add_*` below), each defined once here with its help and checked
     --board-size N       the board, where no net sets it (a net knows one size)
     --komi K             the game's komi (default: the net's config, else 7.5)
     --rollout-lambda L   leaf value (1 - L) * net + L * random playout
+    --lcb-move-choice B  play by lower confidence bound instead of most visits
+    --score-utility W    leaf utility mixes in the expected score (a net reading the komi)
     --seed S
     player specs         `parse_player`: ckpt:latest, ckpt:I, model:PATH, gnugo:L, mcts:S, random
 The trainers' flags (bp_tree.py, train_sgf.py, distill.py) are the config's fields
@@ -159,7 +161,7 @@ def add_search(parser, *, no_search: bool = True) -> None:
     parser.add_argument("--rollout-lambda", type=float, default=None, metavar="L",
                         help="leaf value (1 - L) * net + L * random playout (default: the "
                              "net's config)")
-    parser.add_argument("--lcb", type=parse_bool, default=None, metavar="true|false",
+    parser.add_argument("--lcb-move-choice", type=parse_bool, default=None, metavar="true|false",
                         help="play the move with the best lower confidence bound among the "
                              "well-searched ones instead of the most visited (default: the "
                              "net's config)")

@@ -126,14 +126,17 @@ class ReplayBuffer:
         return weights / weights.sum()
 
     def sample(self, batch_size: int, rng: np.random.Generator,
-               surprise_weight: float = 0.0) -> Sample:
-        """Stored positions, uniformly or weighted by policy surprise (`surprise_weight`, see
-        the module docstring), each under a random symmetry (the same one for its planes,
-        policy and ownership)."""
+               probabilities: np.ndarray | None = None) -> Sample:
+        """Stored positions, uniformly or with `probabilities` (`sampling_weights`, computed
+        once for the many batches drawn between additions), each under a random symmetry (the
+        same one for its planes, policy and ownership)."""
         if self.size == 0:
             raise ValueError("replay buffer is empty")
-        if surprise_weight > 0:
-            index = rng.choice(self.size, batch_size, p=self.sampling_weights(surprise_weight))
+        if probabilities is not None:
+            if len(probabilities) != self.size:
+                raise ValueError(f"replay sample: {len(probabilities)} probabilities for "
+                                 f"{self.size} positions")
+            index = rng.choice(self.size, batch_size, p=probabilities)
         else:
             index = rng.integers(0, self.size, batch_size)
         symmetry = rng.integers(0, 8, batch_size)
