@@ -167,7 +167,8 @@ def add_search(parser, *, no_search: bool = True) -> None:
                              "net's config)")
     parser.add_argument("--score-utility", type=float, default=None, metavar="W",
                         help="leaf utility (1 - W) * value + W * (2/pi) atan(score / board "
-                             "size), for a net with the score head (default: the net's config)")
+                             "size), for a net with the score head that reads the komi "
+                             "(default: the net's config)")
 
 
 def add_game(parser) -> None:
