@@ -206,7 +206,9 @@ def main(argv=None) -> int:
 
 def play(args: argparse.Namespace) -> int:
     config, run_path = load_config(args)
-    simulations = config.simulations if args.sims is None else args.sims
+    # As --sims's help says: the net's play budget (a model file's --play-simulations), else
+    # its self-play simulations; 0 is allowed here (the policy alone).
+    simulations = config.resolved_play_simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
     checkpoints = players.Checkpoints(run_path, parallel, log=log) if run_path else None

@@ -401,6 +401,16 @@ def test_cli_plays_an_exported_model_file(tiny_run, tmp_path):
     assert "A = model:tiny.npz, B = random: 4 games (A black in 2, white in 2)" in text
     with pytest.raises(SystemExit, match="9x9"), contextlib.redirect_stderr(io.StringIO()):
         evaluate.main(["--black", f"model:{model}", "--white", "random", "--board-size", "9"])
+    # Without --sims a model plays at its play budget, as in the GTP engine and the GUI.
+    budgeted = tmp_path / "budgeted.npz"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert export_model.main(["--run", str(tiny_run), "--output", str(budgeted),
+                                  "--play-simulations", "3"]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert evaluate.main(["--black", f"model:{budgeted}", "--white", "random",
+                              "--games", "2"]) == 0
+    assert "3 simulations per net move" in out.getvalue()
 
 
 def test_cli_plays_two_models_with_different_input_planes(tiny_run, tmp_path):
