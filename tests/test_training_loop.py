@@ -754,14 +754,16 @@ def test_run_sh_trains_the_9x9_preset_unless_told_another(tmp_path, given, passe
     assert (project / "argv.txt").read_text() == repr(passed)
 
 
-# The stand-in trainer that waits to be stopped: it records the signal it gets, and its PID.
+# The stand-in trainer that waits to be stopped: it records the signal it gets, and its PID,
+# written once its handlers are in place (a background job starts with SIGINT ignored: a
+# SIGINT sent before then was lost, and the test waited for nothing under a loaded machine).
 WAITING_STAND_IN = STAND_IN + """import os, signal, time
-(here / "pid.txt").write_text(str(os.getpid()))
 def stopped(signum, frame):
     (here / "signal.txt").write_text(signal.Signals(signum).name)
     sys.exit(128 + signum)
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(number, stopped)
+(here / "pid.txt").write_text(str(os.getpid()))
 time.sleep(120)
 """
 
@@ -778,7 +780,7 @@ def test_stopping_run_sh_stops_its_trainer_and_returns_its_status(tmp_path, stop
     while not (project / "pid.txt").exists():
         assert time.monotonic() < deadline and shell.poll() is None, shell.stderr.read()
         time.sleep(0.01)
-    time.sleep(0.2)   # the stand-in's handlers are in place once it is asleep
+    time.sleep(0.2)   # pid.txt is written whole before the stand-in sleeps
     trainer = int((project / "pid.txt").read_text())
     shell.send_signal(stop)
     try:
