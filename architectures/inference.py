@@ -202,13 +202,12 @@ class CompiledNet:
         self._session = onnxruntime_session(onnx_model(self.model))
         self._session_version = version
 
-    def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
-        """(ownership (k, N, N) in [-1, 1], score (k,) in points), float32 NumPy, both from the
-        side to move's view, of planes (k, N, N, C); ValueError for a net without the
-        auxiliary heads. For analysis: a function of its own, traced on first use, so the
-        search's compiled net computes only policy and value."""
+    def _aux_planes(self, planes, head: str) -> tuple[np.ndarray, tuple]:
+        """(planes as host float32 (k, N, N, C), (N, N, C)) for a pass through the auxiliary
+        heads; ValueError naming `head` for a net without them, or for planes of another
+        shape."""
         if not self.has_aux_heads:
-            raise ValueError("this net has no ownership head (it was trained without "
+            raise ValueError(f"this net has no {head} head (it was trained without "
                              "--aux-heads true)")
         if on_accelerator(planes):
             planes = _to_host(planes)
@@ -217,6 +216,14 @@ class CompiledNet:
         if planes.ndim != 4 or planes.shape[1:] != expected:
             raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
                              f"got shape {planes.shape}")
+        return planes, expected
+
+    def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
+        """(ownership (k, N, N) in [-1, 1], score (k,) in points), float32 NumPy, both from the
+        side to move's view, of planes (k, N, N, C); ValueError for a net without the
+        auxiliary heads. For analysis: a function of its own, traced on first use, so the
+        search's compiled net computes only policy and value."""
+        planes, expected = self._aux_planes(planes, "ownership")
         if self.backend == "onnxruntime":
             version = _weights_version(self.model)
             if self._aux_session is None or self._aux_session_version != version:
@@ -244,16 +251,7 @@ class CompiledNet:
         side to move's view: one pass for a search whose leaf utility reads the score
         (SearchSettings.score_utility); ValueError for a net without the score head. Host
         arrays: device planes are copied to the host."""
-        if not self.has_aux_heads:
-            raise ValueError("this net has no score head (it was trained without "
-                             "--aux-heads true)")
-        if on_accelerator(planes):
-            planes = _to_host(planes)
-        planes = np.ascontiguousarray(planes, dtype=np.float32)
-        expected = (self.board_size, self.board_size, self.input_planes)
-        if planes.ndim != 4 or planes.shape[1:] != expected:
-            raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
-                             f"got shape {planes.shape}")
+        planes, expected = self._aux_planes(planes, "score")
         if self.backend == "onnxruntime":
             version = _weights_version(self.model)
             if self._score_session is None or self._score_session_version != version:
