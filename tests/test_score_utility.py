@@ -15,15 +15,9 @@ import pytest
 
 from games.search import SearchingGames
 from reference_rules import board_from_ascii
+from test_rollouts import SETTLED   # black owns the board with two eyes; nobody can move
 from training.config import Config
 
-SETTLED = """
-    X X X X X
-    X . X X X
-    X X X X X
-    X X X . X
-    X X X X X
-"""
 NET_VALUE = 0.3
 
 
