@@ -170,10 +170,9 @@ class CompiledNet:
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}
-        self._aux_function = None            # built on the first ownership() call
-        self._aux_session, self._aux_session_version = None, None
-        self._score_function = None          # built on the first with_score() call
-        self._score_session, self._score_session_version = None, None
+        # ownership() and with_score(): {head: (session or function, weights version)},
+        # each built on its first call (_side_pass).
+        self._side_passes: dict[str, tuple] = {}
         self.has_aux_heads = is_built_by_build_model(model) and has_aux_heads(model)
         if backend == "onnxruntime":
             self._session, self._session_version = None, None
@@ -202,10 +201,13 @@ class CompiledNet:
         self._session = onnxruntime_session(onnx_model(self.model))
         self._session_version = version
 
-    def _aux_planes(self, planes, head: str) -> tuple[np.ndarray, tuple]:
-        """(planes as host float32 (k, N, N, C), (N, N, C)) for a pass through the auxiliary
-        heads; ValueError naming `head` for a net without them, or for planes of another
-        shape."""
+    def _side_pass(self, planes, head: str, graph: dict, keras_outputs) -> list[np.ndarray]:
+        """The outputs, host float32 NumPy, of a pass beside the search's through the auxiliary
+        heads: ONNX Runtime runs `onnx_model(model, **graph)` (a session rebuilt when the
+        weights change), TensorFlow `keras_outputs(model outputs)` (a function traced on first
+        use); both built once per kind and kept in `_side_passes`. ValueError naming `head`
+        for a net without the heads, or for planes of another shape; device planes are
+        copied to the host."""
         if not self.has_aux_heads:
             raise ValueError(f"this net has no {head} head (it was trained without "
                              "--aux-heads true)")
@@ -216,34 +218,31 @@ class CompiledNet:
         if planes.ndim != 4 or planes.shape[1:] != expected:
             raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
                              f"got shape {planes.shape}")
-        return planes, expected
+        built, version = self._side_passes.get(head, (None, None))
+        if self.backend == "onnxruntime":
+            if built is None or version != _weights_version(self.model):
+                from architectures.onnx_export import onnx_model
+                built, version = (onnxruntime_session(onnx_model(self.model, **graph)),
+                                  _weights_version(self.model))
+                self._side_passes[head] = (built, version)
+            return built.run(None, {"planes": planes})
+        if built is None:      # TensorFlow reads the variables: no rebuild on new weights
+            model = self.model
+            built = tf.function(lambda batch: keras_outputs(model(batch, training=False)),
+                                input_signature=[tf.TensorSpec((None, *expected), tf.float32)])
+            self._side_passes[head] = (built, None)
+        return [t.numpy() for t in built(planes)]
 
     def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
         """(ownership (k, N, N) in [-1, 1], score (k,) in points), float32 NumPy, both from the
         side to move's view, of planes (k, N, N, C); ValueError for a net without the
-        auxiliary heads. For analysis: a function of its own, traced on first use, so the
-        search's compiled net computes only policy and value."""
-        planes, expected = self._aux_planes(planes, "ownership")
-        if self.backend == "onnxruntime":
-            version = _weights_version(self.model)
-            if self._aux_session is None or self._aux_session_version != version:
-                from architectures.onnx_export import onnx_model
-                self._aux_session = onnxruntime_session(onnx_model(self.model, aux_heads=True))
-                self._aux_session_version = version
-            ownership, score = self._aux_session.run(None, {"planes": planes})
-            # Tanh may round to 1 + 1 ulp here too (see _run_onnxruntime).
-            np.clip(ownership, -1.0, 1.0, out=ownership)
-        else:
-            if self._aux_function is None:
-                model = self.model
-
-                def heads(batch):
-                    outputs = model(batch, training=False)
-                    return tf.tanh(outputs[2]), tf.reshape(outputs[3], [-1])
-
-                self._aux_function = tf.function(heads, input_signature=[
-                    tf.TensorSpec((None, *expected), tf.float32)])
-            ownership, score = (t.numpy() for t in self._aux_function(planes))
+        auxiliary heads. For analysis: a pass of its own, so the search's compiled net
+        computes only policy and value."""
+        ownership, score = self._side_pass(
+            planes, "ownership", {"aux_heads": True},
+            lambda outputs: (tf.tanh(outputs[2]), tf.reshape(outputs[3], [-1])))
+        # Tanh may round to 1 + 1 ulp in ONNX Runtime (see _run_onnxruntime).
+        np.clip(ownership, -1.0, 1.0, out=ownership)
         return ownership, (score * np.float32(self.board_size ** 2)).astype(np.float32)
 
     def with_score(self, planes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -251,26 +250,10 @@ class CompiledNet:
         side to move's view: one pass for a search whose leaf utility reads the score
         (SearchSettings.score_utility); ValueError for a net without the score head. Host
         arrays: device planes are copied to the host."""
-        planes, expected = self._aux_planes(planes, "score")
-        if self.backend == "onnxruntime":
-            version = _weights_version(self.model)
-            if self._score_session is None or self._score_session_version != version:
-                from architectures.onnx_export import onnx_model
-                self._score_session = onnxruntime_session(onnx_model(self.model, score=True))
-                self._score_session_version = version
-            policy, value, score = self._score_session.run(None, {"planes": planes})
-        else:
-            if self._score_function is None:
-                model = self.model
-
-                def heads(batch):
-                    outputs = model(batch, training=False)
-                    return (tf.nn.softmax(outputs[0], axis=-1), tf.reshape(outputs[1], [-1]),
-                            tf.reshape(outputs[3], [-1]))
-
-                self._score_function = tf.function(heads, input_signature=[
-                    tf.TensorSpec((None, *expected), tf.float32)])
-            policy, value, score = (t.numpy() for t in self._score_function(planes))
+        policy, value, score = self._side_pass(
+            planes, "score", {"score": True},
+            lambda outputs: (tf.nn.softmax(outputs[0], axis=-1), tf.reshape(outputs[1], [-1]),
+                             tf.reshape(outputs[3], [-1])))
         np.clip(value, -1.0, 1.0, out=value)       # Tanh may round to 1 + 1 ulp
         return policy, value, (score * np.float32(self.board_size ** 2)).astype(np.float32)
 
