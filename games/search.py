@@ -242,7 +242,8 @@ class SearchingGames:
             self._expand_roots(games)
             # A move's first search: later ones (playout caps' full search) see its noise.
             first = games & (self.search.simulations == 0)
-            self.net_priors[first] = self.search.root_statistics().priors[first]
+            if first.any():   # analysis grows a search in many calls: only its first reads
+                self.net_priors[first] = self.search.root_statistics().priors[first]
             noisy = games & np.asarray(noise, dtype=bool)
             root_actions = None
             if self.gumbel is not None:
