@@ -387,7 +387,7 @@ class TrainingLoop:
         """Make model.npz the newest checkpoint's net when it is not (missing, from an older
         run's code, or a stop came between the checkpoint and it): from the checkpoint file,
         since the trainer's weights may hold part of a dropped iteration."""
-        iteration = self.counters["iteration"]
+        iteration = self.completed_iteration()
         try:
             if model_info(self.run.model_path).get("iteration") == iteration:
                 return
@@ -399,10 +399,17 @@ class TrainingLoop:
             save_model_file(self.run.model_path, self.config, state,
                             run_model_info(self.run.path.name, iteration, counters))
 
+    def completed_iteration(self) -> int:
+        """The newest iteration with a checkpoint (0 if none). The counters run ahead of it
+        from the moment an iteration's games are counted until its checkpoint is saved (its
+        matches, GNU Go's included, come in between): a stop there drops that iteration."""
+        saved = self.run.checkpoint_iterations()
+        return saved[-1] if saved else 0
+
     def last_words(self) -> str:
         """Where the run's model is, and its newest figure against GNU Go: the trainer's last
         line however it ends."""
-        iteration = self.counters["iteration"]
+        iteration = self.completed_iteration()
         if not iteration:
             return f"run {self.run.path}: no iteration complete yet, so no model"
         self._refresh_model()
@@ -617,8 +624,9 @@ def main(argv=None) -> int:
         if loop is None:
             where = "before the first iteration began; nothing was changed"
         else:
-            where = (f"during iteration {loop.counters['iteration'] + 1}, which is dropped; the "
-                     f"same command resumes after iteration {loop.counters['iteration']}")
+            done = loop.completed_iteration()
+            where = (f"during iteration {done + 1}, which is dropped; the "
+                     f"same command resumes after iteration {done}")
         log(f"bp_tree: stopped by {signal.Signals(signum).name} {where}")
         if loop is not None:
             log(loop.last_words())

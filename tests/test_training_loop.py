@@ -594,6 +594,29 @@ def test_killed_runs_resume_from_the_last_complete_checkpoint(tmp_path, no_proce
     assert metrics_lines(run)[:len(complete_lines)] == complete_lines
 
 
+def test_a_stop_during_an_iterations_matches_drops_it_and_names_the_last_checkpoint(
+        tmp_path, monkeypatch):
+    """A stop that comes while an iteration plays its matches (after its games were counted,
+    before its checkpoint): the line names the iteration dropped and the one kept, and the
+    last words the kept checkpoint's model, with no traceback (it crashed looking for the
+    dropped iteration's checkpoint)."""
+    def rated_until_stopped(loop, iteration):      # GNU Go's match, the last before the checkpoint
+        if iteration == 2:
+            raise bp_tree.Stopped(signal.SIGTERM)
+        return {}
+
+    monkeypatch.setattr(bp_tree.TrainingLoop, "_rated_evaluations", rated_until_stopped)
+    run = tmp_path / "run"
+    code, _, err = run_main(run, "--iterations", "3", "--gnugo_every", "1")
+    assert code == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err, err
+    assert checkpoint_iterations(run) == [1]
+    stopped, last = err.strip().splitlines()[-2:]
+    assert stopped == ("bp_tree: stopped by SIGTERM during iteration 2, which is dropped; "
+                       "the same command resumes after iteration 1")
+    assert last == f"model: {run / 'model.npz'} (iteration 1)", last
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
         tmp_path, stop, no_process_left_behind):
