@@ -67,6 +67,7 @@ from games.gnugo import GnuGoError, GnuGoNotFound
 from games.matches import NetEntry, checkpoint_vs_checkpoint, play_against_gnugo, play_pair
 from games.ratings import elo_step
 from games.selfplay import SelfPlay
+from games.stored_selfplay import StoredSelfPlay, StoredSelfPlayError, chunk_files
 from games.sgf_records import game_to_sgf, result_text
 from kernels.go_batch import resolve_backend
 from training.config import Config
@@ -127,7 +128,8 @@ def _checkout_relative(path: Path) -> str:
 
 class TrainingLoop:
     def __init__(self, config: Config, run: RunDirectory, init_from: str | None = None,
-                 command: str = "", schedule_start: int = 0):
+                 command: str = "", schedule_start: int = 0,
+                 selfplay_from: list[Path] | None = None):
         # CPU time counts from here: TensorFlow's import and the resume included.
         self._cpu_mark, self._child_cpu_mark = time.process_time(), child_cpu_seconds()
         # Deferred: TensorFlow (and what imports it) loads only once the run is prepared.
@@ -167,6 +169,14 @@ class TrainingLoop:
             self.selfplay = SelfPlay(config, self._selfplay_net(),
                                      seed=config.seed * 1_000_003 + iteration)
             self.selfplay.weights_version = iteration
+        self.stored = None
+        if selfplay_from:
+            # Raises StoredSelfPlayError for a directory without chunks (main refuses it).
+            self.stored = StoredSelfPlay(selfplay_from, config,
+                                         taken=self.counters.get("stored_positions", 0), log=log)
+            log(f"self-play from {', '.join(map(str, selfplay_from))}: "
+                f"{self.stored.remaining:,} of {self.stored.total:,} stored positions to train on "
+                f"before the loop's own self-play")
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
         self.tf = tf
 
@@ -260,10 +270,14 @@ class TrainingLoop:
         started = time.perf_counter()
         position_before = schedule_position(self.counters)
 
+        stored = self.stored is not None and self.stored.remaining > 0
+        source = self.stored if stored else self.selfplay
         with tqdm(total=config.positions_per_iteration, desc=f"iter {iteration} self-play",
                   unit="pos", leave=False, file=sys.stderr, disable=None) as bar:
-            batch = self.selfplay.play(config.positions_per_iteration,
-                                       progress=lambda done: bar.update(done - bar.n))
+            batch = source.play(config.positions_per_iteration,
+                                progress=lambda done: bar.update(done - bar.n))
+        if stored:
+            self.counters["stored_positions"] = self.stored.taken
         targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
                    batch.final, batch.komi, batch.surprise)
         atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(*targets),
@@ -290,7 +304,7 @@ class TrainingLoop:
         self._write_sgf(iteration, batch.games)
 
         self.counters["iteration"] = iteration
-        self.counters["games"] += len(batch.games)
+        self.counters["games"] += len(batch.games) + batch.other_games
         self.counters["positions"] += batch.positions
         self.counters["wall_time_s"] += time.perf_counter() - started
         record = {
@@ -299,19 +313,20 @@ class TrainingLoop:
             "train_steps": self.counters["train_steps"],
             "games": self.counters["games"],
             "positions": self.counters["positions"],
-            "selfplay_positions_per_s": round(batch.positions_played / batch.seconds, 2),
-            "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
-            "selfplay_games": len(batch.games),
-            "selfplay_moves": sum(len(g.moves) for g in batch.games),   # fast searches included
-            "mean_game_length": round(float(np.mean([len(g.moves) for g in batch.games])), 2),
-            "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
-            "policy_surprise": round(float(np.mean(batch.surprise)), 4) if batch.positions else 0.0,
+            "policy_surprise": (round(float(np.nanmean(batch.surprise)), 4)
+                                if np.isfinite(batch.surprise).any() else 0.0),
             "replay_size": len(self.buffer),
             "tree_overflows": self.selfplay.tree_overflows,
             # In iterations of training behind the weights this iteration trained from.
             "weights_age_mean": round(float(np.mean(iteration - 1 - batch.weights_version)), 3),
             "weights_age_max": int(np.max(iteration - 1 - batch.weights_version)),
         }
+        if stored:
+            # Positions played elsewhere: no games of this loop to describe.
+            record.update(selfplay_source="stored", stored_positions=self.stored.taken,
+                          stored_remaining=self.stored.remaining)
+        else:
+            record.update(selfplay_metrics(batch))
         if evaluation is not None:
             record.update(win_rate_random=evaluation.win_rate, random_games=evaluation.games)
         if config.workers:
@@ -521,6 +536,19 @@ class TrainingLoop:
                 continue   # a damaged chunk: resume skips it too
 
 
+def selfplay_metrics(batch) -> dict:
+    """The metrics of the loop's own self-play batch (stored positions have none of these)."""
+    lengths = [len(game.moves) for game in batch.games]
+    return {
+        "selfplay_positions_per_s": round(batch.positions_played / batch.seconds, 2),
+        "nn_evals_per_s": round(batch.nn_evaluations / batch.seconds, 2),
+        "selfplay_games": len(batch.games),
+        "selfplay_moves": sum(lengths),   # fast searches included
+        "mean_game_length": round(float(np.mean(lengths)), 2),
+        "black_win_rate_selfplay": round(float(np.mean([g.result > 0 for g in batch.games])), 4),
+    }
+
+
 def summary_line(record: dict) -> str:
     losses = (f"policy {record['loss_policy']:.3f} value {record['loss_value']:.3f}"
               if "loss_policy" in record else "training waits for the replay buffer")
@@ -529,22 +557,33 @@ def summary_line(record: dict) -> str:
         colour = Fore.GREEN if rate >= 0.9 else Fore.YELLOW if rate >= 0.6 else Fore.RED
     return (f"{Style.BRIGHT}iter {record['iteration']:4d}{Style.RESET_ALL} "
             f"{record['wall_time_s'] / 60:6.1f} min | {losses} | "
-            f"{record['selfplay_positions_per_s']:7.0f} pos/s {record['nn_evals_per_s']:7.0f} evals/s | "
-            f"games {record['games']:6d} len {record['mean_game_length']:5.1f}"
+            + (f"{record['selfplay_positions_per_s']:7.0f} pos/s {record['nn_evals_per_s']:7.0f} "
+               f"evals/s | games {record['games']:6d} len {record['mean_game_length']:5.1f}"
+               if "nn_evals_per_s" in record else
+               f"stored self-play, {record['stored_remaining']:,} positions left | "
+               f"games {record['games']:6d}")
             + (f" | vs random {colour}{rate:5.1%}{Style.RESET_ALL}" if rate is not None else "")
             + (f" | GNU Go L{record['gnugo_level']} {record['win_rate_gnugo']:5.1%}"
                if "win_rate_gnugo" in record else "")
             + (f" | elo {record['elo']:.0f}" if "elo" in record else ""))
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("--selfplay-from", default=None, metavar="DIR[,DIR...]",
+                        type=lambda text: [Path(part) for part in text.split(",") if part],
+                        help="train first on the self-play positions that selfplay_chunks.py "
+                             "wrote in these directories (in order, each position once, also "
+                             "across restarts), then go on with the loop's own self-play")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--progress"]:
-        _, args = Config.from_args(argv[1:])
+        _, args = Config.from_args(argv[1:], add_arguments=add_arguments)
         iterations = RunDirectory(resolve_run_path(args.run)).checkpoint_iterations()
         print(iterations[-1] if iterations else 0)
         return 0
-    config, args = Config.from_args(argv)
+    config, args = Config.from_args(argv, add_arguments=add_arguments)
     # The preset and the command line, before a warm start's shape is taken: where a warm
     # start enters the schedule is measured against the schedule's own nets (a config that
     # took the source's 8 blocks would find every position as grown as the source).
@@ -552,11 +591,13 @@ def main(argv=None) -> int:
     command = shlex.join(["bp_tree.py", *argv])
     try:
         resolve_backend(config.backend)   # a missing GPU is refused before anything is touched
+        if args.selfplay_from:
+            chunk_files(args.selfplay_from)   # a directory without chunks: refused here
         if config.workers and config.ray_address not in ("", "auto"):
             # Likewise a cluster that does not answer (Ray itself would retry for minutes).
             from cluster.address import check_reachable
             check_reachable(config.ray_address)
-    except (RuntimeError, ClusterError) as error:
+    except (RuntimeError, ClusterError, StoredSelfPlayError) as error:
         log(f"bp_tree: {error}")
         return EXIT_REFUSED
     run = RunDirectory(resolve_run_path(args.run), log=log)
@@ -595,7 +636,7 @@ def main(argv=None) -> int:
         devices = describe_devices(config)
         colorama.just_fix_windows_console()
         loop = TrainingLoop(config, run, init_from=args.init_from, command=command,
-                            schedule_start=schedule_start)
+                            schedule_start=schedule_start, selfplay_from=args.selfplay_from)
         now = loop.config
         log(f"run {run.path}: {now.board_size}x{now.board_size}, net {now.blocks}x{now.filters}, "
             f"{now.simulations} simulations, {now.num_games} games at once"

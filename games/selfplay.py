@@ -95,6 +95,8 @@ class SelfPlayBatch:
     nn_evaluations: int = 0
     false_resignations: int = 0
     playthrough_resignations: int = 0
+    # Games whose positions came without their records (games/stored_selfplay.py).
+    other_games: int = 0
 
     @property
     def positions(self) -> int:

@@ -158,29 +158,49 @@ class ReplayBuffer:
         loaded = 0
         for path in paths:
             try:
-                chunk = load_npz(path)
-                planes, policy, value = chunk["planes"], chunk["policy"], chunk["value"]
-                count = len(value)
-                if (value.ndim != 1 or planes.shape != (count, *self.planes.shape[1:])
-                        or policy.shape != (count, self.num_actions)):
-                    raise ValueError(f"shapes {planes.shape}, {policy.shape}, {value.shape}")
-                if planes.max(initial=0) > 1 or not (np.isfinite(policy).all()
-                                                     and (np.abs(value) <= 1).all()):
-                    raise ValueError("values outside their range")
-                # Chunks written before the auxiliary heads carry no ownership targets, and
-                # those written before komi was an input no komi (runs whose net cannot read
-                # it: a net that does refuses them in add).
-                extra = ((chunk["ownership"], chunk["score"], chunk["final"])
-                         if "ownership" in chunk else (None, None, None))
-                self.add(planes, policy, value, *extra,
-                         komi=chunk["komi"] if "komi" in chunk else None,
-                         surprise=chunk["surprise"] if "surprise" in chunk else None)
+                positions = read_chunk(path, self.planes.shape[1:], self.num_actions)
+                self.add(*positions)
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
                 log(f"replay chunk {path.name} is damaged ({type(error).__name__}: {error}); "
                     f"skipping it")
                 continue
-            loaded += count
+            loaded += len(positions.value)
         return loaded
+
+
+class ChunkPositions(NamedTuple):
+    """A chunk's positions, in the order of `ReplayBuffer.add`'s arguments."""
+    planes: np.ndarray
+    policy: np.ndarray
+    value: np.ndarray
+    ownership: np.ndarray | None
+    score: np.ndarray | None
+    final: np.ndarray | None
+    komi: np.ndarray | None
+    surprise: np.ndarray | None
+
+
+def read_chunk(path: Path, planes_shape: tuple, num_actions: int) -> ChunkPositions:
+    """A chunk file's positions, checked against the buffer's planes (N, N, C) and actions.
+    Raises (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) for a damaged one:
+    shapes that disagree, 0/1 planes above 1, a policy not finite, a value outside -1..1.
+    Chunks written before the auxiliary heads carry no ownership targets, and those written
+    before komi was an input no komi (runs whose net cannot read it: a net that does refuses
+    them in add); a policy may be stored in float16 (selfplay_chunks.py)."""
+    chunk = load_npz(path)
+    planes, policy, value = chunk["planes"], chunk["policy"], chunk["value"]
+    count = len(value)
+    if (value.ndim != 1 or planes.shape != (count, *planes_shape)
+            or policy.shape != (count, num_actions)):
+        raise ValueError(f"shapes {planes.shape}, {policy.shape}, {value.shape}")
+    if planes.max(initial=0) > 1 or not (np.isfinite(policy).all()
+                                         and (np.abs(value) <= 1).all()):
+        raise ValueError("values outside their range")
+    extra = ((chunk["ownership"], chunk["score"], chunk["final"])
+             if "ownership" in chunk else (None, None, None))
+    return ChunkPositions(planes, policy.astype(np.float32), value, *extra,
+                          komi=chunk["komi"] if "komi" in chunk else None,
+                          surprise=chunk["surprise"] if "surprise" in chunk else None)
 
 
 def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
