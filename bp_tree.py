@@ -205,7 +205,7 @@ class TrainingLoop:
     def _new_buffer(self) -> ReplayBuffer:
         config = self.config
         return ReplayBuffer(config.replay_window, config.board_size, config.board_planes,
-                            config.komi_input)
+                            config.komi_input, reply=config.reply_head)
 
     def _resume(self, init_from: str | None) -> None:
         try:
@@ -237,6 +237,7 @@ class TrainingLoop:
         have = self.config                # the checkpoint's shape (_load_state)
         wanted = wanted.overridden(blocks=max(wanted.blocks, have.blocks),
                                    aux_heads=wanted.aux_heads or have.aux_heads,
+                                   reply_head=wanted.reply_head or have.reply_head,
                                    extra_features=wanted.extra_features or have.extra_features,
                                    komi_input=wanted.komi_input or have.komi_input)
         if any(getattr(wanted, name) != getattr(have, name) for name in Config.GROWTH_FIELDS):
@@ -278,8 +279,10 @@ class TrainingLoop:
                                 progress=lambda done: bar.update(done - bar.n))
         if stored:
             self.counters["stored_positions"] = self.stored.taken
+        # The reply targets are kept only for a net with the reply head.
         targets = (batch.planes, batch.policy, batch.value, batch.ownership, batch.score,
-                   batch.final, batch.komi, batch.surprise)
+                   batch.final, batch.komi, batch.surprise,
+                   batch.reply if config.reply_head else None)
         atomic_save_npz(run.chunk_path(iteration), {**chunk_arrays(*targets),
                                                     "weights_version": batch.weights_version})
         self.buffer.add(*targets)
@@ -373,6 +376,7 @@ class TrainingLoop:
         # The net never shrinks (a warm start's source may be larger than the schedule's).
         new = new.overridden(blocks=max(new.blocks, old.blocks),
                              aux_heads=new.aux_heads or old.aux_heads,
+                             reply_head=new.reply_head or old.reply_head,
                              extra_features=new.extra_features or old.extra_features,
                              komi_input=new.komi_input or old.komi_input)
         changes = new.changes_from(old)
@@ -484,14 +488,15 @@ class TrainingLoop:
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
             sample = self.buffer.sample(config.train_batch_size, self.rng, probabilities)
-            auxiliary = sample[3:] if config.aux_heads else ()
-            stats = self.trainer.train_step(*sample[:3], *auxiliary)
+            auxiliary = sample[3:6] if config.aux_heads else ()
+            stats = self.trainer.train_step(*sample[:3], *auxiliary,
+                                            reply=sample.reply if config.reply_head else None)
             if stats.get("skipped"):
                 skipped += 1
                 continue
             done += 1
             for key in ("loss_policy", "loss_value", "loss_l2", "loss_total", "loss_ownership",
-                        "loss_score"):
+                        "loss_score", "loss_reply"):
                 if key in stats:
                     totals[key] = totals.get(key, 0.0) + float(stats[key])
             totals["learning_rate"] = float(stats["learning_rate"])

@@ -13,8 +13,9 @@ or PUCT), with `--simulations`, `--gumbel-considered` and `--num-games` in place
 
 Output, in DIR (each file written atomically, so a stopped run leaves only whole files):
     chunk_000001.npz ...   the replay chunk keys (training/replay_buffer.py), compressed, the
-                           policy targets in float16 (half the bytes, 3 significant digits),
-                           plus `games`: how many games the chunk's positions come from
+                           policy and reply targets in float16 (half the bytes, 3
+                           significant digits), plus `games`: how many games the chunk's
+                           positions come from
     source.json            the model, the settings, the device, and the totals so far
 
 It stops at `--positions` positions of finished games, or at the first move after
@@ -54,18 +55,18 @@ def chunk_name(index: int) -> str:
     return f"chunk_{index:06d}.npz"
 
 
-def write_chunk(path: Path, batches: list[SelfPlayBatch]) -> int:
-    """One compressed chunk of the batches' positions; returns how many."""
+def write_chunk(path: Path, batches: list[SelfPlayBatch]) -> tuple[int, int]:
+    """One compressed chunk of the batches' positions; returns (positions, games)."""
     arrays = chunk_arrays(*(np.concatenate([getattr(batch, key) for batch in batches])
                             for key in ("planes", "policy", "value", "ownership", "score",
-                                        "final", "komi", "surprise")))
+                                        "final", "komi", "surprise", "reply")))
     arrays["policy"] = arrays["policy"].astype(np.float16)
     arrays["weights_version"] = np.zeros(len(arrays["value"]), np.int32)
     arrays["games"] = np.int64(sum(len(batch.games) for batch in batches))
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
     atomic_write_bytes(path, buffer.getvalue())
-    return len(arrays["value"])
+    return len(arrays["value"]), int(arrays["games"])
 
 
 def main(argv=None) -> int:
@@ -138,10 +139,10 @@ def main(argv=None) -> int:
     def flush() -> None:
         nonlocal pending, pending_positions
         name = chunk_name(len(source["chunks"]) + 1)
-        count = write_chunk(output / name, pending)
+        count, games = write_chunk(output / name, pending)
         source["chunks"].append(name)
         source["positions"] += count
-        source["games"] += sum(len(batch.games) for batch in pending)
+        source["games"] += games
         source["seconds"] = round(time.perf_counter() - started, 1)
         atomic_write_bytes(output / "source.json",
                            (json.dumps(source, indent=2) + "\n").encode())

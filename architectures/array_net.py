@@ -41,7 +41,8 @@ BATCH_NORM_FIELDS = ("gamma", "beta", "moving_mean", "moving_variance")
 BATCH_NORM_EPSILON = 1e-3
 
 
-def weight_names(blocks: int, aux_heads: bool, global_pooling: bool) -> list[str]:
+def weight_names(blocks: int, aux_heads: bool, global_pooling: bool,
+                 reply_head: bool = False) -> list[str]:
     """The "layer.field" name of each variable of a `resnet.build_model` net, in the Keras
     model's variable order (the order of a model file's "model.NNNN" arrays). Keras orders
     layers by the graph's topology; the heads' layers interleave as listed here."""
@@ -62,12 +63,19 @@ def weight_names(blocks: int, aux_heads: bool, global_pooling: bool) -> list[str
     if global_pooling:
         names += dense("gpool_dense")
     names += conv("value_conv") + conv("policy_conv") + batch_norm("value_bn")
-    names += batch_norm("policy_bn") + dense("value_hidden")
+    if reply_head:
+        names += conv("reply_conv")
+    names += batch_norm("policy_bn")
+    if reply_head:
+        names += batch_norm("reply_bn")
+    names += dense("value_hidden")
     if aux_heads:
         names += dense("ownership_conv")
     names += dense("policy_logits") + dense("value")
     if aux_heads:
         names += dense("score")
+    if reply_head:
+        names += dense("reply_logits")
     return names
 
 
@@ -75,7 +83,8 @@ def named_weights(config, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray
     """{"layer.field": array} of the "model.NNNN" arrays of a model file or checkpoint trained
     under `config`; ValueError (one line) when their number or shapes do not fit its shape."""
     stored = sorted(name for name in arrays if name.startswith("model."))
-    names = weight_names(config.blocks, config.aux_heads, config.global_pooling)
+    names = weight_names(config.blocks, config.aux_heads, config.global_pooling,
+                         config.reply_head)
     if len(stored) != len(names):
         raise ValueError(f"{len(stored)} weight arrays, but a {config.blocks}x{config.filters} "
                          f"net of this config has {len(names)}")
@@ -123,6 +132,11 @@ def expected_shapes(config) -> dict[str, tuple]:
     if config.aux_heads:
         shapes.update({"ownership_conv.kernel": (1, 1, f, 1), "ownership_conv.bias": (1,),
                        "score.kernel": (hidden, 1), "score.bias": (1,)})
+    if config.reply_head:
+        shapes.update({"reply_conv.kernel": (1, 1, f, 2),
+                       "reply_logits.kernel": (2 * n * n, n * n + 1),
+                       "reply_logits.bias": (n * n + 1,)})
+        batch_norm("reply_bn", 2)
     return shapes
 
 

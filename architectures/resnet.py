@@ -10,6 +10,9 @@ and with `aux_heads` (KataGo's auxiliary targets, trained only; play reads polic
   score          float32 (B, 1)      the final area margin for the side to move (komi
                                      included) divided by N*N, linear, from the value head's
                                      hidden layer
+and with `reply_head` (KataGo's opponent policy; trained only, needs `aux_heads`):
+  reply_logits   float32 (B, N*N+1)  unnormalised: the search's policy target at the next
+                                     position, the opponent's reply (pass last)
 
 With `global_pooling` the trunk ends in a global pooling bias (after KataGo's): the mean and
 the max of each channel over the board go through a dense layer to one bias per channel,
@@ -45,9 +48,10 @@ def build_model(
     value_hidden: int = 64,
     aux_heads: bool = False,
     global_pooling: bool = False,
+    reply_head: bool = False,
 ) -> keras.Model:
     """A functional Keras model: stem, `blocks` residual blocks, policy and value heads (and
-    with `aux_heads` the ownership and score heads)."""
+    with `aux_heads` the ownership and score heads, with `reply_head` the opponent's reply)."""
     for name, value, low in (
         ("board_size", board_size, 2),
         ("input_planes", input_planes, 1),
@@ -57,6 +61,8 @@ def build_model(
     ):
         if int(value) != value or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if reply_head and not aux_heads:
+        raise ValueError("reply_head needs aux_heads (its output follows theirs)")
     if not l2 >= 0.0:
         raise ValueError(f"l2 must be >= 0, got {l2!r}")
     regularizer = keras.regularizers.L2(l2) if l2 > 0 else None
@@ -108,6 +114,13 @@ def build_model(
                           name="ownership_conv")(x)
         outputs.append(layers.Reshape((board_size, board_size), name="ownership")(o))
         outputs.append(layers.Dense(1, kernel_regularizer=regularizer, name="score")(v))
+    if reply_head:
+        r = conv(x, 2, 1, "reply_conv")
+        r = layers.ReLU(name="reply_relu")(batch_norm(r, "reply_bn"))
+        r = layers.Flatten(name="reply_flatten")(r)
+        outputs.append(layers.Dense(
+            board_size * board_size + 1, kernel_regularizer=regularizer, name="reply_logits",
+        )(r))
 
     return keras.Model(planes, outputs,
                        name=f"resnet_{board_size}x{board_size}_{blocks}x{filters}")
@@ -159,6 +172,8 @@ def is_built_by_build_model(model: keras.Model) -> bool:
 # The layers with weights that `aux_heads` adds (build_model): a warm start may add them to a
 # net trained without (training/nets.py init_weights).
 AUX_HEAD_LAYERS = ("ownership_conv", "score")
+# The same for `reply_head`.
+REPLY_HEAD_LAYERS = ("reply_conv", "reply_bn", "reply_logits")
 
 # The first convolution, the only layer that sees the input planes: a warm start may give it
 # the extra planes a source net was trained without (training/nets.py init_weights).
@@ -188,3 +203,9 @@ def has_aux_heads(model: keras.Model) -> bool:
     """Whether a `build_model` net has the ownership and score heads (`aux_heads=True`)."""
     names = {item.name for item in model.layers}
     return set(AUX_HEAD_LAYERS) <= names
+
+
+def has_reply_head(model: keras.Model) -> bool:
+    """Whether a `build_model` net has the opponent's reply head (`reply_head=True`)."""
+    names = {item.name for item in model.layers}
+    return set(REPLY_HEAD_LAYERS) <= names

@@ -25,6 +25,13 @@ exist (0.0: a resigned game, whose end position was never played out):
   loss_total    += ownership_loss_weight * loss_ownership + score_loss_weight * loss_score
 Symmetry augmentation applies to the ownership target as to the planes.
 
+A model that also has the opponent's reply head (build_model(reply_head=True)) takes `reply`
+float32 (B, N*N+1): the search's policy target at the next position of the game (a row of
+zeros where there is none: a game's last position):
+  loss_reply     = mean over samples with a reply of -sum(reply * log_softmax(reply_logits))
+  loss_total    += reply_loss_weight * loss_reply
+It is transformed by the sample's symmetry as the policy target is.
+
 The learning rate is piecewise constant in the trainer's step counter, which counts every
 call of `train_step`, skipped or not: with pairs [(0, a), (s, b)] steps 0..s-1 use a and
 steps from s on use b. A step whose loss, gradients or new batch-norm statistics are not all
@@ -66,6 +73,7 @@ class Trainer:
         value_loss_weight: float = 1.0,
         ownership_loss_weight: float = 1.5,
         score_loss_weight: float = 1.0,
+        reply_loss_weight: float = 0.15,
     ):
         if int(batch_size) != batch_size or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -75,9 +83,12 @@ class Trainer:
         self.board_size, _, self.input_planes = tuple(model.input_shape[1:])
         self.num_actions = self.board_size * self.board_size + 1
         self.value_loss_weight = float(value_loss_weight)
-        self.aux_heads = len(model.outputs) == 4
+        # build_model's outputs: policy, value [, ownership, score [, reply]].
+        self.aux_heads = len(model.outputs) >= 4
+        self.reply_head = len(model.outputs) == 5
         self.ownership_loss_weight = float(ownership_loss_weight)
         self.score_loss_weight = float(score_loss_weight)
+        self.reply_loss_weight = float(reply_loss_weight)
 
         self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self._skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
@@ -108,6 +119,7 @@ class Trainer:
             tf.TensorSpec((batch, self.board_size, self.board_size), tf.float32),
             tf.TensorSpec((batch,), tf.float32),
             tf.TensorSpec((batch,), tf.float32),
+            tf.TensorSpec((batch, self.num_actions), tf.float32),
         ])
         self._train_step.get_concrete_function()
 
@@ -150,15 +162,24 @@ class Trainer:
         return rate
 
     def train_step(self, planes, policy_targets, value_targets, ownership=None, score=None,
-                   final=None) -> dict:
+                   final=None, reply=None) -> dict:
         """One SGD step on exactly `batch_size` samples; returns the losses before the step.
         ownership, score, final: the auxiliary targets (see the module docstring), needed
-        exactly when the model has the auxiliary heads."""
+        exactly when the model has the auxiliary heads; reply exactly when it has the reply
+        head."""
         batch = self.batch_size
         n = self.board_size
         if self.aux_heads != (ownership is not None):
             raise ValueError("ownership, score and final targets are needed exactly when the "
                              "model has auxiliary heads")
+        if self.reply_head != (reply is not None):
+            raise ValueError("reply targets are needed exactly when the model has the "
+                             "opponent's reply head")
+        reply = np.zeros((batch, self.num_actions), np.float32) if reply is None else (
+            np.asarray(reply, dtype=np.float32))
+        if reply.shape != (batch, self.num_actions):
+            raise ValueError(f"reply must have shape {(batch, self.num_actions)}, "
+                             f"got {reply.shape}")
         if ownership is None:
             ownership, score, final = (np.zeros((batch, n, n), np.float32),
                                        np.zeros(batch, np.float32), np.zeros(batch, np.float32))
@@ -181,18 +202,20 @@ class Trainer:
             raise ValueError(f"value_targets must have {batch} entries, "
                              f"got {value_targets.shape}")
         values = self._train_step(planes, policy_targets, value_targets, ownership, score,
-                                  final).numpy()
+                                  final, reply).numpy()
         weights_changed(self.model)
         names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate",
-                 "loss_ownership", "loss_score")
+                 "loss_ownership", "loss_score", "loss_reply")
         stats = {name: float(value) for name, value in zip(names, values)}
         if not self.aux_heads:
             del stats["loss_ownership"], stats["loss_score"]
+        if not self.reply_head:
+            del stats["loss_reply"]
         stats["skipped"] = bool(values[-1] == 0.0)
         return stats
 
     def _train_step_graph(self, planes, policy_targets, value_targets, ownership_targets,
-                          score_targets, final):
+                          score_targets, final, reply_targets):
         model = self.model
         trainable = model.trainable_variables
         statistics = model.non_trainable_variables
@@ -221,6 +244,14 @@ class Trainer:
                     tf.square(tf.reshape(outputs[3], [-1]) - score_targets) * final) / samples
                 loss_total += (self.ownership_loss_weight * loss_ownership
                                + self.score_loss_weight * loss_score)
+            loss_reply = tf.constant(0.0)
+            if self.reply_head:
+                has_reply = tf.cast(tf.reduce_sum(reply_targets, axis=-1) > 0, tf.float32)
+                per_sample = -tf.reduce_sum(
+                    reply_targets * tf.nn.log_softmax(outputs[4], axis=-1), axis=-1)
+                loss_reply = (tf.reduce_sum(per_sample * has_reply)
+                              / tf.maximum(tf.reduce_sum(has_reply), 1.0))
+                loss_total += self.reply_loss_weight * loss_reply
         gradients = tape.gradient(loss_total, trainable)
         checks = [tf.math.is_finite(loss_total)]
         checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
@@ -240,7 +271,7 @@ class Trainer:
         applied = tf.cond(finite, apply, undo)
         self._step.assign_add(1)
         return tf.stack([loss_policy, loss_value, loss_l2, loss_total, learning_rate,
-                         loss_ownership, loss_score, applied])
+                         loss_ownership, loss_score, loss_reply, applied])
 
     def _state_variables(self) -> dict[str, tf.Variable]:
         named = {}

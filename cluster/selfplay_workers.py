@@ -256,6 +256,7 @@ def merge(batches: list[SelfPlayBatch], seconds: float) -> SelfPlayBatch:
         final=np.concatenate([b.final for b in batches]),
         komi=np.concatenate([b.komi for b in batches]),
         surprise=np.concatenate([b.surprise for b in batches]),
+        reply=np.concatenate([b.reply for b in batches]),
         weights_version=np.concatenate([b.weights_version for b in batches]),
         games=[game for b in batches for game in b.games], seconds=seconds,
         positions_played=sum(b.positions_played for b in batches),

@@ -16,6 +16,8 @@ view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned.
 also get the auxiliary targets (replay_buffer.py): the final position's area ownership
 (games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
 to_play; a resigned game has no final position, so its positions are marked not final.
+Each position's reply target is the policy target of the game's next position (a fast search's
+too, under playout cap randomization), rows of 0 for the last (the opponent's reply head).
 
 Each game draws its komi (Config.komi_spread, komi_wide_share; `draw_komi`), and a share of
 games (Config.handicap_share) starts from 2-4 black stones at random points off the edge with
@@ -86,6 +88,7 @@ class SelfPlayBatch:
     final: np.ndarray          # bool (k,)
     komi: np.ndarray           # float32 (k,): the game's komi for the side to move
     surprise: np.ndarray       # float32 (k,): KL(policy target || root priors), see above
+    reply: np.ndarray          # float32 (k, A): the next position's policy target, 0 if none
     weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
@@ -172,7 +175,7 @@ class SelfPlay:
         start = time.perf_counter()
         evaluations_before = self.driver.evaluations
         planes, policy, value, versions, finished, komi, surprise = [], [], [], [], [], [], []
-        ownership, score, final = [], [], []
+        ownership, score, final, reply = [], [], [], []
         collected = false_resigns = playthrough_resigns = played = moves = 0
         while collected < num_positions and (max_moves is None or moves < max_moves):
             moves += 1
@@ -190,6 +193,7 @@ class SelfPlay:
                 versions.append(positions[6])
                 komi.append(positions[7])
                 surprise.append(positions[8])
+                reply.append(positions[9])
                 collected += len(positions[2])
                 if self.would_resign[game]:
                     playthrough_resigns += 1
@@ -207,6 +211,8 @@ class SelfPlay:
             final=np.concatenate(final) if final else np.zeros(0, bool),
             komi=np.concatenate(komi) if komi else np.zeros(0, np.float32),
             surprise=np.concatenate(surprise) if surprise else np.zeros(0, np.float32),
+            reply=(np.concatenate(reply) if reply
+                   else np.zeros((0, self.config.num_actions), np.float32)),
             weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
@@ -284,8 +290,10 @@ class SelfPlay:
             owner, final = area_ownership(go.to_numpy(go.board([game]))[0]), True
         kept = self.full[game, :length]
         side = self.to_play[game, :length][kept]
+        reply = np.zeros((length, self.config.num_actions), np.float32)
+        reply[:-1] = self.policy[game, 1:length]
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
                         values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
                         (score * side).astype(np.float32), np.full(len(side), final),
                         self.version[game, :length][kept], self.komi[game, :length][kept],
-                        self.surprise[game, :length][kept])
+                        self.surprise[game, :length][kept], reply[kept])

@@ -60,7 +60,7 @@ class StoredSelfPlay:
     def _size(path: Path) -> tuple[int, int]:
         """(positions, games) of a chunk."""
         try:
-            chunk = load_npz(path)
+            chunk = load_npz(path, keys=("value", "games"))
             return len(chunk["value"]), int(chunk["games"]) if "games" in chunk else 0
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return 0, 0
@@ -133,6 +133,7 @@ class StoredSelfPlay:
             final=joined("final", np.zeros(0, bool), False),
             komi=joined("komi", np.zeros(0, np.float32), 0.0),
             surprise=joined("surprise", np.zeros(0, np.float32), np.nan),
+            reply=joined("reply", np.zeros((0, self.config.num_actions), np.float32), 0.0),
             # Counted as played by the weights the run started from (version 0).
             weights_version=np.zeros(count, np.int32),
             seconds=max(seconds, 1e-9), positions_played=count, other_games=games)

@@ -43,14 +43,17 @@ def test_the_array_net_imports_without_tensorflow():
     assert result.stdout.strip() == "False"
 
 
-@pytest.mark.parametrize("blocks,aux_heads,global_pooling",
-                         list(itertools.product([0, 2], [False, True], [False, True])))
-def test_weight_names_are_the_keras_variable_order(blocks, aux_heads, global_pooling):
+@pytest.mark.parametrize("blocks,heads,global_pooling",
+                         list(itertools.product([0, 2], [(False, False), (True, False),
+                                                         (True, True)], [False, True])))
+def test_weight_names_are_the_keras_variable_order(blocks, heads, global_pooling):
     pytest.importorskip("tensorflow", reason="the reference is the Keras model")
     from architectures import build_model
-    model = build_model(5, 6, blocks, 8, aux_heads=aux_heads, global_pooling=global_pooling)
+    aux_heads, reply_head = heads
+    model = build_model(5, 6, blocks, 8, aux_heads=aux_heads, global_pooling=global_pooling,
+                        reply_head=reply_head)
     keras_names = [".".join(variable.path.split("/")[-2:]) for variable in model.weights]
-    assert weight_names(blocks, aux_heads, global_pooling) == keras_names
+    assert weight_names(blocks, aux_heads, global_pooling, reply_head) == keras_names
 
 
 def keras_answers(model, planes):

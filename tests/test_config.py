@@ -85,10 +85,12 @@ def test_every_field_has_a_flag():
                 wanted = default - 0.5
             text = str(wanted)
         # A cluster address means nothing without workers to put on it, komi draws nothing
-        # without a net that reads the komi, and score utility needs a score head that does.
+        # without a net that reads the komi, score utility needs a score head that does, and
+        # the reply head is trained beside the auxiliary heads.
         extra = ({"workers": 1} if field.name == "ray_address" else
                  {"komi_input": True} if field.name in ("komi_spread", "komi_wide_share")
                  else {"komi_input": True, "aux_heads": True} if field.name == "score_utility"
+                 else {"aux_heads": True} if field.name == "reply_head"
                  else {})
         config = parse(f"--{field.name}", text, *(f"--{k}={v}" for k, v in extra.items()))
         assert getattr(config, field.name) == wanted, field.name

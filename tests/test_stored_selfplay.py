@@ -136,6 +136,9 @@ def test_selfplay_chunks_writes_whole_games_that_a_replay_buffer_reads(tiny_mode
             value = chunk["value"][game]
             assert set(np.abs(value)) <= {0.0, 1.0}
             assert (value[1:] == -value[:-1]).all()
+            # The reply target: the game's next policy target, none after its last position.
+            np.testing.assert_array_equal(chunk["reply"][game][:-1], chunk["policy"][game][1:])
+            assert not chunk["reply"][game][-1].any()
     buffer = ReplayBuffer(1000, N, PLANES)
     assert buffer.load_chunks([output / name for name in names]) == source["positions"]
     assert source["simulations"] == TINY.simulations and source["num_games"] == 8

@@ -50,6 +50,10 @@ class Config:
     global_pooling: bool = False       # a global pooling bias at the end of the trunk (resnet.py)
     ownership_loss_weight: float = 1.5
     score_loss_weight: float = 1.0
+    # The opponent's reply head (KataGo's opponent policy; needs aux_heads): trained to predict
+    # the search's policy target at the next position; not used in play.
+    reply_head: bool = False
+    reply_loss_weight: float = 0.15
 
     # The search (py_util/).
     simulations: int = 48
@@ -229,6 +233,9 @@ class Config:
             raise ValueError(f"config: score_utility needs a net with the score head that reads "
                              f"the komi (aux_heads and komi_input true: finished games count the "
                              f"game's komi, so must the net), got {self.score_utility}")
+        if self.reply_head and not self.aux_heads:
+            raise ValueError("config: reply_head needs aux_heads true (the reply head is trained "
+                             "beside the ownership and score heads)")
         if self.handicap_share and self.board_size < 5:
             raise ValueError(f"config: handicap_share needs a board of 5x5 or more (2-4 stones "
                              f"off the first line), got {self.board_size}x{self.board_size}")
@@ -239,7 +246,7 @@ class Config:
     # Fields a schedule may change, and the type of their values.
     SCHEDULE_FIELDS = {"learning_rate": float, "simulations": int, "blocks": int,
                        "aux_heads": bool, "extra_features": bool}
-    GROWTH_FIELDS = ("blocks", "aux_heads", "extra_features", "komi_input")
+    GROWTH_FIELDS = ("blocks", "aux_heads", "extra_features", "komi_input", "reply_head")
 
     def _check_schedule(self) -> None:
         events = self.schedule
@@ -311,7 +318,8 @@ class Config:
 
     def _ranges(self) -> list[tuple[str, float, float]]:
         n = self.board_size
-        position_bytes = n * n * self.input_planes + 4 * self.num_actions + 4
+        position_bytes = (n * n * self.input_planes + 4 * self.num_actions + 4
+                          + (4 * self.num_actions if self.reply_head else 0))
         return [
             ("board_size", 2, 19), ("komi", -2 * n * n, 2 * n * n),
             ("max_moves", 0, 4 * n * n), ("history", 0, 16),
@@ -329,6 +337,7 @@ class Config:
             ("previous_games", 1, 100_000), ("checkpoints_to_keep", 2, 1000),
             ("sgf_samples", 0, 100_000), ("seed", 0, 2 ** 32 - 1), ("iterations", 0, 10 ** 9),
             ("ownership_loss_weight", 0, 100), ("score_loss_weight", 0, 100),
+            ("reply_loss_weight", 0, 100),
             ("full_search_share", 1e-3, 1e9), ("fast_simulations", 1, 100_000),
             ("gnugo_promotion", 1e-3, 1e9), ("max_cpu_seconds", 0, 1e12),
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
@@ -355,7 +364,7 @@ class Config:
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
     SHAPE_FIELDS = ("board_size", "history", "extra_features", "komi_input", "blocks", "filters",
-                    "value_hidden", "aux_heads", "global_pooling")
+                    "value_hidden", "aux_heads", "global_pooling", "reply_head")
 
     # Fields that shape a net's input planes: a net searches with its own whatever the game's.
     INPUT_FIELDS = ("history", "extra_features", "komi_input")

@@ -64,10 +64,12 @@ def build_trainer(config: Config):
     keras.utils.set_random_seed(config.seed)
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
                         l2=config.l2, value_hidden=config.value_hidden,
-                        aux_heads=config.aux_heads, global_pooling=config.global_pooling)
+                        aux_heads=config.aux_heads, global_pooling=config.global_pooling,
+                        reply_head=config.reply_head)
     return Trainer(model, config.train_batch_size, learning_rates=config.learning_rates,
                    momentum=config.momentum, ownership_loss_weight=config.ownership_loss_weight,
-                   score_loss_weight=config.score_loss_weight)
+                   score_loss_weight=config.score_loss_weight,
+                   reply_loss_weight=config.reply_loss_weight)
 
 
 def describe_devices(config: Config) -> str:
@@ -260,14 +262,15 @@ def net_shape(arrays: dict[str, np.ndarray], history: int | None = None) -> dict
     the arrays fit no `resnet.build_model` net, or fit two and no history tells them apart."""
     stored = [arrays[key] for key in sorted(key for key in arrays if key.startswith("model."))]
     ambiguous = False
-    for aux_heads in (False, True):
+    for aux_heads, reply_head in ((False, False), (True, False), (True, True)):
         for global_pooling in (False, True):
-            trunk_free = len(weight_names(0, aux_heads, global_pooling))
-            per_block = len(weight_names(1, aux_heads, global_pooling)) - trunk_free
+            heads = (aux_heads, global_pooling, reply_head)
+            trunk_free = len(weight_names(0, *heads))
+            per_block = len(weight_names(1, *heads)) - trunk_free
             blocks, rest = divmod(len(stored) - trunk_free, per_block)
             if blocks < 0 or rest:
                 continue
-            weights = dict(zip(weight_names(blocks, aux_heads, global_pooling), stored))
+            weights = dict(zip(weight_names(blocks, *heads), stored))
             stem, logits = weights["stem_conv.kernel"], weights["policy_logits.kernel"]
             if stem.ndim != 4 or logits.ndim != 2:
                 continue
@@ -285,7 +288,8 @@ def net_shape(arrays: dict[str, np.ndarray], history: int | None = None) -> dict
                      "extra_features": extra, "komi_input": komi, "blocks": blocks,
                      "filters": int(stem.shape[3]),
                      "value_hidden": int(weights["value_hidden.kernel"].shape[-1]),
-                     "aux_heads": aux_heads, "global_pooling": global_pooling}
+                     "aux_heads": aux_heads, "global_pooling": global_pooling,
+                     "reply_head": reply_head}
             expected = expected_shapes(SimpleNamespace(**shape, input_planes=planes))
             if all(weights[name].shape == size for name, size in expected.items()):
                 return shape
@@ -330,20 +334,22 @@ def warm_start_position(config: Config, source: str | os.PathLike) -> int:
 def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) -> WeightsSource:
     """Load the model weights of `source` (see read_weights) into a fresh `trainer` built for
     `config`: a warm start. Refuses, in one line, weights of another board size or net shape,
-    except that `config` may grow the net: add the auxiliary heads to a net trained without
-    them (they start fresh), residual blocks after its last one (they start as identities),
-    the extra input planes or the komi plane to a net trained without them (the stem's
-    weights on them start at zero) and filters to every layer (`_widened`: the added channels
+    except that `config` may grow the net: add the auxiliary heads or the opponent's reply
+    head to a net trained without them (they start fresh), residual blocks after its last
+    one (they start as identities), the extra input planes or the komi plane to a net
+    trained without them (the stem's weights on them start at zero) and filters to every layer (`_widened`: the added channels
     start fresh, with zero weights into the source's channels), so the grown net plays
     exactly as the source did; every shared layer is copied by name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
+    adds_reply = config.reply_head and not found.config.reply_head
     new_blocks = range(found.config.blocks, config.blocks)
     adds_features = config.extra_features and not found.config.extra_features
     adds_komi = config.komi_input and not found.config.komi_input
     widens = config.filters > found.config.filters
     # Compare with the source as grown: only what cannot be grown remains to refuse.
     compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
+                       reply_head=found.config.reply_head or config.reply_head,
                        blocks=max(config.blocks, found.config.blocks),
                        filters=max(config.filters, found.config.filters),
                        extra_features=found.config.extra_features or config.extra_features,
@@ -353,12 +359,15 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
             problem.replace("run has", "it has") for problem in problems))
     try:
-        if adds_heads or new_blocks or adds_features or adds_komi or widens:
+        if adds_heads or adds_reply or new_blocks or adds_features or adds_komi or widens:
             _copy_shared_layers(found.trainer.model, trainer.model, (found.config, config),
                                 new_blocks)
             if adds_heads:
                 log(f"--init-from {found.label}: it has no ownership and score heads; they "
                     "start fresh, every other layer from its weights")
+            if adds_reply:
+                log(f"--init-from {found.label}: it has no opponent's reply head; it starts "
+                    "fresh (trained only, play does not read it)")
             if new_blocks:
                 log(f"--init-from {found.label}: it has {found.config.blocks} residual blocks; "
                     f"blocks {new_blocks.start}-{new_blocks.stop - 1} are added after them as "
@@ -397,19 +406,20 @@ def grow_trainer(trainer, old: Config, new: Config):
 def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
                         new_blocks: range = range(0)) -> None:
     """Copy every layer's weights of `source` into the layer of the same name in `target`
-    (batch-norm statistics included); `target` may have besides only the auxiliary heads,
-    which keep their fresh weights, and the residual blocks `new_blocks`, made identities, and
-    its stem may read more input planes than the source's: the planes features() appends
-    (extra_features, komi_input: `inputs` are the source's and the target's configs), whose
-    kernel weights are zero, so they change nothing until trained; and `target` may be wider
+    (batch-norm statistics included); `target` may have besides only the auxiliary heads and
+    the reply head, which keep their fresh weights, and the residual blocks `new_blocks`,
+    made identities, and its stem may read more input planes than the source's: the planes
+    features() appends (extra_features, komi_input: `inputs` are the source's and the
+    target's configs), whose kernel weights are zero, so they change nothing until trained; and `target` may be wider
     (more filters: `_widened`)."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
-    from architectures.resnet import (AUX_HEAD_LAYERS, STEM_CONV, block_layers,
-                                      make_block_identity)
+    from architectures.resnet import (AUX_HEAD_LAYERS, REPLY_HEAD_LAYERS, STEM_CONV,
+                                      block_layers, make_block_identity)
     layers = {layer.name: layer for layer in source.layers}
     extra = sorted(layer.name for layer in target.layers
                    if layer.weights and layer.name not in layers)
-    allowed = set(AUX_HEAD_LAYERS).union(*(block_layers(block) for block in new_blocks))
+    allowed = set(AUX_HEAD_LAYERS + REPLY_HEAD_LAYERS).union(
+        *(block_layers(block) for block in new_blocks))
     if set(extra) - allowed:
         raise ValueError(f"layers {sorted(set(extra) - allowed)} are not in the source net")
     pairs = [(layers[layer.name], layer) for layer in target.layers

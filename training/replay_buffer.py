@@ -15,6 +15,10 @@ Storage (a ring of `capacity` positions, oldest overwritten first):
     surprise float32 [capacity]           KL(policy target || the net's root priors) in nats
                                           (games/selfplay.py); NaN where unknown (game records,
                                           chunks written before it was recorded)
+    reply   float32 [capacity, N*N+1]     only with `reply` (a net with the opponent's reply
+                                          head): the policy target of the game's next position;
+                                          all 0 where there is none (a game's last position,
+                                          game records, chunks written before it was recorded)
 
 Policy surprise weighting (KataGo; Config.policy_surprise_weight w): a position is drawn with
 probability proportional to (1 - w) + w * s / mean(s), s its surprise and the mean over the
@@ -45,14 +49,16 @@ class Sample(NamedTuple):
     ownership: np.ndarray   # (B, N, N)
     score: np.ndarray       # (B,)
     final: np.ndarray       # (B,) 1.0 where ownership and score exist
+    reply: np.ndarray       # (B, N*N+1) the next position's policy target; 0 rows where none
 
 
 class ReplayBuffer:
     """`board_planes`: the stored 0/1 planes (Config.board_planes); `komi_input`: samples
-    get the komi plane appended (the net reads it)."""
+    get the komi plane appended (the net reads it); `reply`: the reply targets are kept
+    (Config.reply_head), else they are dropped and samples carry rows of 0."""
 
     def __init__(self, capacity: int, board_size: int, board_planes: int,
-                 komi_input: bool = False):
+                 komi_input: bool = False, reply: bool = False):
         self.capacity = capacity
         self.board_size = board_size
         self.komi_input = bool(komi_input)
@@ -65,6 +71,8 @@ class ReplayBuffer:
         self.score = np.zeros(capacity, dtype=np.float32)
         self.final = np.zeros(capacity, dtype=bool)
         self.surprise = np.full(capacity, np.nan, dtype=np.float32)
+        self.reply = (np.zeros((capacity, self.num_actions), dtype=np.float32) if reply
+                      else None)
         self.size = 0
         self.next = 0  # ring position of the next write
 
@@ -74,11 +82,16 @@ class ReplayBuffer:
     def add(self, planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
             ownership: np.ndarray | None = None, score: np.ndarray | None = None,
             final: np.ndarray | None = None, komi: np.ndarray | None = None,
-            surprise: np.ndarray | None = None) -> None:
+            surprise: np.ndarray | None = None, reply: np.ndarray | None = None) -> None:
         """Append positions; without ownership/score/final they are marked as not final.
         `komi` (k,), each position's komi for the side to move, is needed with komi_input;
-        `surprise` (k,) is unknown (NaN) where not given."""
+        `surprise` (k,) is unknown (NaN) where not given; `reply` (k, N*N+1) is none (rows
+        of 0) where not given."""
         count = len(value)
+        if reply is not None and (np.shape(reply) != (count, self.num_actions)
+                                  or not np.isfinite(reply).all()):
+            raise ValueError(f"replay add: reply must be ({count}, {self.num_actions}) finite "
+                             f"numbers, got {np.shape(reply)}")
         if surprise is None:
             surprise = np.full(count, np.nan, np.float32)
         surprise = np.asarray(surprise, np.float32)
@@ -112,6 +125,8 @@ class ReplayBuffer:
         self.final[positions] = final[keep]
         self.komi[positions] = np.asarray(komi, np.float32)[keep]
         self.surprise[positions] = surprise[keep]
+        if self.reply is not None:
+            self.reply[positions] = 0.0 if reply is None else np.asarray(reply)[keep]
         self.next = int((self.next + count) % self.capacity)
         self.size = min(self.capacity, self.size + count)
 
@@ -146,9 +161,12 @@ class ReplayBuffer:
         policy = symmetries.transform_policy(self.policy[index], symmetry)
         ownership = symmetries.transform_planes(
             self.ownership[index, :, :, None].astype(np.float32), symmetry)[..., 0]
+        reply = (symmetries.transform_policy(self.reply[index], symmetry)
+                 if self.reply is not None
+                 else np.zeros((batch_size, self.num_actions), np.float32))
         return Sample(planes, policy, self.value[index].copy(), ownership,
                       self.score[index] / np.float32(self.board_size ** 2),
-                      self.final[index].astype(np.float32))
+                      self.final[index].astype(np.float32), reply)
 
     def load_chunks(self, paths: list[Path], log=print) -> int:
         """Fill from chunk files, oldest first, keeping the newest `capacity` positions. A
@@ -178,6 +196,7 @@ class ChunkPositions(NamedTuple):
     final: np.ndarray | None
     komi: np.ndarray | None
     surprise: np.ndarray | None
+    reply: np.ndarray | None
 
 
 def read_chunk(path: Path, planes_shape: tuple, num_actions: int) -> ChunkPositions:
@@ -186,7 +205,8 @@ def read_chunk(path: Path, planes_shape: tuple, num_actions: int) -> ChunkPositi
     shapes that disagree, 0/1 planes above 1, a policy not finite, a value outside -1..1.
     Chunks written before the auxiliary heads carry no ownership targets, and those written
     before komi was an input no komi (runs whose net cannot read it: a net that does refuses
-    them in add); a policy may be stored in float16 (selfplay_chunks.py)."""
+    them in add); a policy may be stored in float16 (selfplay_chunks.py), so may the reply
+    targets, which chunks written before the reply head lack."""
     chunk = load_npz(path)
     planes, policy, value = chunk["planes"], chunk["policy"], chunk["value"]
     count = len(value)
@@ -198,15 +218,25 @@ def read_chunk(path: Path, planes_shape: tuple, num_actions: int) -> ChunkPositi
         raise ValueError("values outside their range")
     extra = ((chunk["ownership"], chunk["score"], chunk["final"])
              if "ownership" in chunk else (None, None, None))
+    reply = chunk["reply"].astype(np.float32) if "reply" in chunk else None
+    if reply is not None and reply.shape != policy.shape:
+        raise ValueError(f"reply targets {reply.shape} for policy targets {policy.shape}")
     return ChunkPositions(planes, policy.astype(np.float32), value, *extra,
                           komi=chunk["komi"] if "komi" in chunk else None,
-                          surprise=chunk["surprise"] if "surprise" in chunk else None)
+                          surprise=chunk["surprise"] if "surprise" in chunk else None,
+                          reply=reply)
 
 
 def chunk_arrays(planes: np.ndarray, policy: np.ndarray, value: np.ndarray,
                  ownership: np.ndarray, score: np.ndarray, final: np.ndarray,
-                 komi: np.ndarray, surprise: np.ndarray) -> dict[str, np.ndarray]:
-    return {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
-            "value": value.astype(np.float32), "ownership": ownership.astype(np.int8),
-            "score": score.astype(np.float32), "final": final.astype(bool),
-            "komi": komi.astype(np.float32), "surprise": surprise.astype(np.float32)}
+                 komi: np.ndarray, surprise: np.ndarray,
+                 reply: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """A chunk's arrays (the keys read_chunk reads); the reply targets, when given, in
+    float16: half the bytes, and rows of 0 stay 0."""
+    arrays = {"planes": planes.astype(np.uint8), "policy": policy.astype(np.float32),
+              "value": value.astype(np.float32), "ownership": ownership.astype(np.int8),
+              "score": score.astype(np.float32), "final": final.astype(bool),
+              "komi": komi.astype(np.float32), "surprise": surprise.astype(np.float32)}
+    if reply is not None:
+        arrays["reply"] = reply.astype(np.float16)
+    return arrays

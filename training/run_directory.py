@@ -99,8 +99,9 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 DAMAGED_ARCHIVE = (zipfile.BadZipFile, EOFError, zlib.error, RuntimeError, OSError)
 
 
-def load_npz(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an .npz archive (zip CRCs are checked on read, so a torn file raises).
+def load_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every array of an .npz archive, or those of `keys` it holds (only they are read and
+    decompressed); zip CRCs are checked on read, so a torn file raises.
     Anything else raises NpzError: another format, a torn or garbled archive, an array of
     Python objects. Nothing is ever unpickled: np.load would take a file that is not a zip
     archive for a pickle, and then advise loading it unsafely."""
@@ -110,7 +111,9 @@ def load_npz(path: Path) -> dict[str, np.ndarray]:
         handle.seek(0)
         try:
             with np.load(handle, allow_pickle=False) as archive:
-                return {name: _npz_array(archive, name) for name in archive.files}
+                names = archive.files if keys is None else [
+                    name for name in keys if name in archive.files]
+                return {name: _npz_array(archive, name) for name in names}
         except DAMAGED_ARCHIVE as error:
             raise NpzError(f"a torn or garbled .npz archive ({_one_line(error)})") from None
 

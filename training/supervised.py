@@ -150,9 +150,11 @@ class SupervisedRun:
         done = 0
         for _ in range(steps):
             sample = buffer.sample(config.train_batch_size, rng)
-            # Records have no final position (not final): the auxiliary heads learn nothing here.
-            auxiliary = sample[3:] if config.aux_heads else ()
-            stats = self.trainer.train_step(*sample[:3], *auxiliary)
+            # Records have no final position (not final) and no reply targets (rows of 0): the
+            # auxiliary heads and the reply head learn nothing here.
+            auxiliary = sample[3:6] if config.aux_heads else ()
+            stats = self.trainer.train_step(*sample[:3], *auxiliary,
+                                            reply=sample.reply if config.reply_head else None)
             if stats["skipped"]:
                 continue
             done += 1
