@@ -9,8 +9,9 @@ TensorFlow, say), handed to the training loop in order in place of its own self-
 Order: the directories as given, each one's chunk_NNNNNN.npz by name, each chunk's positions
 as stored. `taken` skips that many positions (a resumed run: the loop keeps the count in its
 counters), so every stored position is trained once whatever the stops. A damaged chunk
-(training/replay_buffer.read_chunk's checks) is skipped with a message, its positions
-counted as never there. The batches carry no game records (the chunks keep none): a chunk's
+(training/replay_buffer.read_chunk's checks) is skipped with a message when its turn comes:
+the batch that reaches it comes out short by its positions (one whose `value` array cannot
+even be read counts no positions from the start). The batches carry no game records (the chunks keep none): a chunk's
 games are counted in `other_games` of the batch that hands over its last position.
 """
 from __future__ import annotations
@@ -49,8 +50,8 @@ class StoredSelfPlay:
         self.config = config
         self.log = log
         self.planes_shape = (config.board_size, config.board_size, config.board_planes)
-        # The chunks' sizes, from their small `value` arrays; damaged ones count 0 here and
-        # are reported when their turn comes.
+        # The chunks' sizes, from their small `value` arrays alone (one that cannot be read
+        # counts 0); damage elsewhere in a chunk is found and reported when its turn comes.
         self.sizes, self.games = zip(*(self._size(path) for path in self.files))
         self.total = sum(self.sizes)
         self.taken = min(taken, self.total)

@@ -191,7 +191,7 @@ def schedule_position(counters: dict) -> int:
 def grown_as(config: Config, state: dict) -> Config:
     """`config` grown as the checkpoint's weights are: a run that grows its net on schedule
     holds checkpoints of several sizes, and config.json keeps its first. Only growth is taken
-    (more blocks, the auxiliary heads, the extra planes): weights of any other shape are left
+    (more blocks, the auxiliary heads, the reply head, the extra planes): weights of any other shape are left
     for the fit that follows to refuse."""
     try:
         shape = net_shape(state, config.history)
