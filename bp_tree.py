@@ -21,13 +21,13 @@ Exit codes (run.sh restarts the loop after any other, such as 1 for a crash):
 an empty replay buffer. The new run takes the source's board size and net shape
 (Config.SHAPE_FIELDS, from its config) wherever the command line sets none, so a warm start
 needs no shape flags; a shape flag that asks for another board size or net shape is refused,
-except that the net may grow: --aux-heads true adds the ownership and score heads to a net trained without
-them and --reply-head true the opponent's reply head (they start fresh), a larger --blocks adds residual blocks after the source's last
-(they start as identities), a larger --filters widens every layer (the added channels start
-with zero weights into the source's), and --extra-features true or --komi-input true add
-the liberty and ko planes or the komi plane (the stem's weights on them start at zero), so
-the grown net first plays as the source did;
-every other layer comes from the source (training/nets.py init_weights). Train steps
+except that the net may grow: --aux-heads true adds the ownership and score heads to a net
+trained without them and --reply-head true the opponent's reply head (they start fresh), a
+larger --blocks adds residual blocks after the source's last (they start as identities), a
+larger --filters widens every layer (the added channels start with zero weights into the
+source's), and --extra-features true or --komi-input true add the liberty and ko planes or
+the komi plane (the stem's weights on them start at zero), so the grown net first plays as
+the source did; every other layer comes from the source (training/nets.py init_weights). Train steps
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
 --learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
 

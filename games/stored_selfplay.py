@@ -11,8 +11,9 @@ as stored. `taken` skips that many positions (a resumed run: the loop keeps the 
 counters), so every stored position is trained once whatever the stops. A damaged chunk
 (training/replay_buffer.read_chunk's checks) is skipped with a message when its turn comes:
 the batch that reaches it comes out short by its positions (one whose `value` array cannot
-even be read counts no positions from the start). The batches carry no game records (the chunks keep none): a chunk's
-games are counted in `other_games` of the batch that hands over its last position.
+even be read counts no positions from the start). The batches carry no game records (the
+chunks keep none): a chunk's games are counted in `other_games` of the batch that hands over
+its last position.
 """
 from __future__ import annotations
 
