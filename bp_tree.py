@@ -235,12 +235,8 @@ class TrainingLoop:
         self.counters.setdefault("schedule_start", 0)   # a run from before the schedule
         wanted = self.base.scheduled(schedule_position(self.counters))
         have = self.config                # the checkpoint's shape (_load_state)
-        wanted = wanted.overridden(blocks=max(wanted.blocks, have.blocks),
-                                   aux_heads=wanted.aux_heads or have.aux_heads,
-                                   reply_head=wanted.reply_head or have.reply_head,
-                                   extra_features=wanted.extra_features or have.extra_features,
-                                   komi_input=wanted.komi_input or have.komi_input)
-        if any(getattr(wanted, name) != getattr(have, name) for name in Config.GROWTH_FIELDS):
+        wanted = wanted.holding(have)
+        if wanted.grows_from(have):
             # The schedule stands past a growth this checkpoint lacks (a schedule given
             # since): grow it now, as the loop would have.
             log(f"the schedule at position {schedule_position(self.counters):,} asks for a "
@@ -373,16 +369,12 @@ class TrainingLoop:
             return []
         old = self.config
         new = self.base.scheduled(position)
-        # The net never shrinks (a warm start's source may be larger than the schedule's).
-        new = new.overridden(blocks=max(new.blocks, old.blocks),
-                             aux_heads=new.aux_heads or old.aux_heads,
-                             reply_head=new.reply_head or old.reply_head,
-                             extra_features=new.extra_features or old.extra_features,
-                             komi_input=new.komi_input or old.komi_input)
+        # A warm start's source may be larger than the schedule's net.
+        new = new.holding(old)
         changes = new.changes_from(old)
         if not changes:
             return []
-        grows = any(getattr(old, name) != getattr(new, name) for name in Config.GROWTH_FIELDS)
+        grows = new.grows_from(old)
         if grows:
             from architectures import CompiledNet   # loaded already: TensorFlow is deferred
             self.trainer = grow_trainer(self.trainer, old, new)

@@ -190,6 +190,23 @@ def test_only_board_and_net_shape_make_runs_incompatible():
     assert saved.overridden(history=2).incompatibilities(saved)  # changes the input planes
 
 
+def test_holding_takes_each_growth_from_the_more_grown_and_nothing_else():
+    base = PRESETS["tiny"].overridden(blocks=2)
+    small = base.overridden(simulations=7)
+    large = base.overridden(blocks=5, aux_heads=True, reply_head=True, komi_input=True,
+                            simulations=99)
+    mixed = base.overridden(blocks=9, extra_features=True)
+    held = small.holding(large)
+    # Written out by hand: the larger blocks, every head and plane either has; the rest small's.
+    assert (held.blocks, held.aux_heads, held.reply_head, held.extra_features,
+            held.komi_input, held.simulations) == (5, True, True, False, True, 7)
+    held = mixed.holding(large)
+    assert (held.blocks, held.aux_heads, held.extra_features, held.komi_input) == (9, True, True, True)
+    assert large.holding(small) == large and not large.holding(small).grows_from(large)
+    assert small.holding(large).grows_from(small)
+    assert not small.grows_from(small.overridden(simulations=1))
+
+
 # --run.
 
 def test_bare_run_name_means_runs_name_under_the_project(tmp_path, monkeypatch):

@@ -429,6 +429,17 @@ class Config:
     def overridden(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes).validate()
 
+    def holding(self, other: "Config") -> "Config":
+        """This config with a net at least as grown as `other`'s: each growth field the
+        larger of the two. A net never shrinks: a schedule or a restart that asks for less
+        than a checkpoint has keeps the checkpoint's growth."""
+        return self.overridden(**{name: max(getattr(self, name), getattr(other, name))
+                                  for name in self.GROWTH_FIELDS})
+
+    def grows_from(self, other: "Config") -> bool:
+        """Whether this config's net differs from `other`'s in a growth field."""
+        return any(getattr(self, name) != getattr(other, name) for name in self.GROWTH_FIELDS)
+
 
 def _parse_schedule(text: str) -> tuple:
     try:

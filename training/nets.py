@@ -348,12 +348,8 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     adds_komi = config.komi_input and not found.config.komi_input
     widens = config.filters > found.config.filters
     # Compare with the source as grown: only what cannot be grown remains to refuse.
-    compared = replace(found.config, aux_heads=found.config.aux_heads or config.aux_heads,
-                       reply_head=found.config.reply_head or config.reply_head,
-                       blocks=max(config.blocks, found.config.blocks),
-                       filters=max(config.filters, found.config.filters),
-                       extra_features=found.config.extra_features or config.extra_features,
-                       komi_input=found.config.komi_input or config.komi_input)
+    compared = replace(found.config.holding(config),
+                       filters=max(config.filters, found.config.filters))
     problems = config.incompatibilities(compared)
     if problems:
         raise NetOpenError(f"cannot start from {found.label}: " + "; ".join(
