@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     log(f"selfplay_chunks: {opened.label}, {config.board_size}x{config.board_size}, "
         f"{config.simulations} simulations, {config.num_games} games at once; "
         f"{source['device']}, net {source['net']}")
-    selfplay = SelfPlay(config, opened.net, seed=args.seed)
+    selfplay = SelfPlay(config, opened.net, seed=args.seed, replies=True)
     started = time.perf_counter()
     deadline = started + 60 * args.minutes if args.minutes > 0 else float("inf")
     pending: list[SelfPlayBatch] = []

@@ -18,6 +18,8 @@ also get the auxiliary targets (replay_buffer.py): the final position's area own
 to_play; a resigned game has no final position, so its positions are marked not final.
 Each position's reply target is the policy target of the game's next position (a fast search's
 too, under playout cap randomization), rows of 0 for the last (the opponent's reply head).
+Only a self-play that keeps them builds them (`replies`: a net with the head, or stored
+chunks); otherwise the rows have width 0, so a Ray actor sends no second policy array.
 
 Each game draws its komi (Config.komi_spread, komi_wide_share; `draw_komi`), and a share of
 games (Config.handicap_share) starts from 2-4 black stones at random points off the edge with
@@ -88,7 +90,8 @@ class SelfPlayBatch:
     final: np.ndarray          # bool (k,)
     komi: np.ndarray           # float32 (k,): the game's komi for the side to move
     surprise: np.ndarray       # float32 (k,): KL(policy target || root priors), see above
-    reply: np.ndarray          # float32 (k, A): the next position's policy target, 0 if none
+    reply: np.ndarray          # float32 (k, A): the next position's policy target, 0 if none;
+                               # (k, 0) when the self-play keeps no reply targets
     weights_version: np.ndarray        # int32 (P,): the weights version that played each position
     games: list[FinishedGame] = field(default_factory=list)
     seconds: float = 0.0
@@ -112,10 +115,14 @@ class SelfPlay:
     # regions slowed each TensorFlow call by 10-35%, more than a second thread saves on the
     # search); every core for the tree on CUDA, where the net is not on the CPU and the
     # tree's share of a step grows with thousands of games.
-    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int | None = None):
+    def __init__(self, config: Config, evaluator, seed: int = 0, num_threads: int | None = None,
+                 replies: bool | None = None):
+        """`replies`: build the reply targets (default: when the net has the reply head)."""
         if num_threads is None:
             num_threads = 0 if resolve_backend(config.backend) == "cuda" else 1
         self.config = config
+        self.reply_width = config.num_actions if (
+            config.reply_head if replies is None else replies) else 0
         games = config.num_games
         length = config.resolved_max_moves
         n = config.board_size
@@ -212,7 +219,7 @@ class SelfPlay:
             komi=np.concatenate(komi) if komi else np.zeros(0, np.float32),
             surprise=np.concatenate(surprise) if surprise else np.zeros(0, np.float32),
             reply=(np.concatenate(reply) if reply
-                   else np.zeros((0, self.config.num_actions), np.float32)),
+                   else np.zeros((0, self.reply_width), np.float32)),
             weights_version=np.concatenate(versions) if versions else np.zeros(0, np.int32),
             games=finished, seconds=time.perf_counter() - start, positions_played=played,
             nn_evaluations=self.driver.evaluations - evaluations_before,
@@ -290,8 +297,9 @@ class SelfPlay:
             owner, final = area_ownership(go.to_numpy(go.board([game]))[0]), True
         kept = self.full[game, :length]
         side = self.to_play[game, :length][kept]
-        reply = np.zeros((length, self.config.num_actions), np.float32)
-        reply[:-1] = self.policy[game, 1:length]
+        reply = np.zeros((length, self.reply_width), np.float32)
+        if self.reply_width:
+            reply[:-1] = self.policy[game, 1:length]
         return record, (self.planes[game, :length][kept], self.policy[game, :length][kept],
                         values[kept], (owner[None] * side[:, None, None]).astype(np.int8),
                         (score * side).astype(np.float32), np.full(len(side), final),

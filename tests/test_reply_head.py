@@ -32,8 +32,10 @@ def uniform_net(planes):
 def test_each_positions_reply_is_the_next_positions_policy_target_in_its_game():
     config = Config(board_size=N, num_games=4, simulations=8, temperature_moves=2,
                     max_moves=30, resign_threshold=-1.0)
-    batch = SelfPlay(config, uniform_net, seed=5).play(120)
+    batch = SelfPlay(config, uniform_net, seed=5, replies=True).play(120)
     assert batch.reply.shape == batch.policy.shape
+    # Without the head (and not asked for) the targets are not built: rows of width 0.
+    assert SelfPlay(config, uniform_net, seed=5).play(20).reply.shape[1] == 0
     start = 0
     for game in batch.games:           # every search full: a game's positions are contiguous
         length = game.full_searches
