@@ -1,7 +1,7 @@
 """Self-play without training: a model file's net plays itself, and the positions are written
 as replay chunks that a training run takes in with `bp_tree.py --selfplay-from DIR`.
 
-    python3 selfplay_chunks.py --model models/9x9_komi.npz --output DIR --positions 300000 \
+    python3 selfplay_chunks.py --model models/9x9.npz --output DIR --positions 300000 \
         [--simulations 128] [--gumbel-considered 16] [--num-games 3072] [--backend cuda] \
         [--minutes 5] [--chunk-positions 70000] [--seed 0]
 

@@ -23,10 +23,14 @@ NEEDS_CUDA = pytest.mark.skipif(not _cuda_available()[0],
 
 
 def game_positions(config, count: int, seed: int = 0) -> np.ndarray:
-    """Input planes of `count` positions from random games 0-60 moves deep (on the CPU)."""
+    """Input planes of `count` positions from random games 0-60 moves deep (on the CPU), at
+    komis from -10 to 20 for a net with the komi plane."""
     go = GoBatch(count, config.board_size, history_length=config.history,
-                 extra_features=config.extra_features, seed=seed)
+                 extra_features=config.extra_features, seed=seed,
+                 komi_input=config.komi_input)
     rng = np.random.default_rng(seed)
+    if config.komi_input:
+        go.set_komi(rng.integers(-20, 41, count) / 2)
     depth = rng.integers(0, 60, count)
     for ply in range(60):
         playing = depth > ply

@@ -99,9 +99,9 @@ def check_answer(answer: dict, board: np.ndarray, to_play: str, *, visits: int |
 class Engine:
     """katago_analysis.py started with KataGo's command line, as KaTrain starts KataGo."""
 
-    def __init__(self, *extra: str):
+    def __init__(self, *extra: str, model: Path = SHIPPED_MODEL):
         self.process = subprocess.Popen(
-            [sys.executable, "katago_analysis.py", "analysis", "-model", str(SHIPPED_MODEL),
+            [sys.executable, "katago_analysis.py", "analysis", "-model", str(model),
              "-override-config", "homeDataDir=/nonexistent,maxVisits=24", *extra],
             cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, bufsize=1)
@@ -281,19 +281,45 @@ def test_a_number_too_large_is_an_error_and_the_engine_goes_on(engine):
     assert engine.read()["id"] == "fine"
 
 
-def test_the_score_lead_follows_the_querys_komi(engine):
-    """The net's score head learnt komi 7.5: at komi 6.5 Black leads by one point more, and the
-    search (no finished game within its reach) is the same, so exactly one point."""
-    moves, _ = reference_game(5)
-    leads = {}
-    for komi in (7.5, 6.5):
-        engine.send(katrain_query(f"komi{komi}", moves, [5], maxVisits=16, komi=komi,
+def komi_answers(engine: Engine, komis, turn: int = 5) -> dict:
+    """{komi: the final answer} for one position of a random game at each komi."""
+    moves, _ = reference_game(turn)
+    answers = {}
+    for komi in komis:
+        engine.send(katrain_query(f"komi{komi}", moves, [turn], maxVisits=16, komi=komi,
                                   rules="chinese", reportDuringSearchEvery=0))
-        answer = engine.read()
-        leads[komi] = answer
-    assert leads[6.5]["rootInfo"]["scoreLead"] == pytest.approx(
-        leads[7.5]["rootInfo"]["scoreLead"] + 1.0, abs=1e-6)
-    assert leads[6.5]["rootInfo"]["winrate"] == pytest.approx(leads[7.5]["rootInfo"]["winrate"])
-    first = {i["move"]: i["scoreLead"] for i in leads[7.5]["moveInfos"]}
-    for info in leads[6.5]["moveInfos"]:
+        answers[komi] = engine.read()
+    return answers
+
+
+def test_the_shipped_net_reads_the_querys_komi(engine):
+    """The shipped net has the komi plane: Black's win rate and lead fall as Black gives more,
+    far more than a net that ignored komi would show (the same win rate at every komi)."""
+    answers = komi_answers(engine, (0.5, 7.5, 15.5))
+    winrate = [answers[k]["rootInfo"]["winrate"] for k in (0.5, 7.5, 15.5)]
+    lead = [answers[k]["rootInfo"]["scoreLead"] for k in (0.5, 7.5, 15.5)]
+    assert winrate[0] > winrate[1] > winrate[2] and winrate[0] - winrate[2] > 0.1, winrate
+    assert lead[0] > lead[1] > lead[2], lead
+
+
+def test_a_net_without_the_komi_plane_shifts_its_lead_by_the_komi(tmp_path):
+    """A net that trained at one komi (no komi plane; here an untrained one of the shipped
+    shape): at komi 6.5 Black leads by exactly one point more than at 7.5, and the search (no
+    finished game within its reach) and its win rates are the same."""
+    from training.nets import build_trainer, read_config, save_model_file
+    config, _ = read_config(SHIPPED_MODEL)
+    config = config.overridden(komi_input=False, komi_spread=0.0, komi_wide_share=0.0,
+                               handicap_share=0.0)
+    model = save_model_file(tmp_path / "no_komi.npz", config,
+                            build_trainer(config).state_dict(), {"made_by": "test"})
+    plain = Engine(model=model)
+    try:
+        answers = komi_answers(plain, (7.5, 6.5))
+    finally:
+        plain.process.kill()
+    assert answers[6.5]["rootInfo"]["scoreLead"] == pytest.approx(
+        answers[7.5]["rootInfo"]["scoreLead"] + 1.0, abs=1e-6)
+    assert answers[6.5]["rootInfo"]["winrate"] == pytest.approx(answers[7.5]["rootInfo"]["winrate"])
+    first = {i["move"]: i["scoreLead"] for i in answers[7.5]["moveInfos"]}
+    for info in answers[6.5]["moveInfos"]:
         assert info["scoreLead"] == pytest.approx(first[info["move"]] + 1.0, abs=1e-6)

@@ -89,31 +89,38 @@ def test_a_warm_start_enters_the_schedule_where_its_net_is_as_grown():
     assert PRESETS["tiny"].schedule_start(shipped) == 0
 
 
-def test_the_shipped_model_enters_the_9x9_schedule_at_its_size_through_bp_tree(tmp_path):
-    """`./run.sh --run R --init-from models/9x9.npz`: the run takes the model's 8 blocks,
-    but enters the schedule where the preset's own net has 8 blocks (rate 0.0003, 32
-    simulations), not at its first event: a config that took the source's shape would find
-    every position as grown as the source. Then again on a restart before any checkpoint."""
+def test_the_shipped_model_enters_the_9x9_schedule_where_it_stands_through_bp_tree(tmp_path):
+    """`./run.sh --run R --init-from models/9x9.npz`: the run takes the model's shape (8
+    blocks, the heads, the liberty, ko and komi planes) and enters the schedule at the
+    model's own position (its source's position plus its own self-play positions, from its
+    info record), past the point where the preset's own net has 8 blocks: rate 0.0003 and 32
+    simulations, not the schedule's first event. Then again on a restart before any
+    checkpoint."""
     import contextlib
     import io
 
     import bp_tree
-    from training.nets import SHIPPED_MODEL
+    from training.nets import SHIPPED_MODEL, model_info
     base = PRESETS["9x9"]
     eight = next(at for at, name, value in base.schedule if name == "blocks" and value == 8)
+    info = model_info(SHIPPED_MODEL)
+    position = info["schedule_start"] + info["positions"]
+    assert position >= eight
     flags = ["--run", str(tmp_path / "next"), "--preset", "9x9", "--init-from",
              str(SHIPPED_MODEL), "--iterations", "1", "--positions-per-iteration", "32",
              "--num-games", "8", "--gnugo-every", "0", "--eval-games-random", "2",
-             "--min-replay", "1024", "--komi-input", "true"]
+             "--min-replay", "1024"]
     for attempt in ("new", "restarted before its first checkpoint"):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = bp_tree.main(flags)
         text = out.getvalue() + err.getvalue()
         assert code == 0, text
-        assert f"schedule position {eight:,}" in text and "32 simulations" in text, attempt
+        assert f"schedule position {position:,}" in text and "32 simulations" in text, attempt
+        assert "net 8x32" in text, attempt
         for path in (tmp_path / "next" / "checkpoints").glob("*.npz"):
             path.unlink()
+    assert json.loads((tmp_path / "next" / "config.json").read_text())["komi_input"] is True
 
 
 def test_a_net_grown_in_the_loop_plays_as_before_and_keeps_its_steps():
