@@ -31,7 +31,8 @@ the source did; every other layer comes from the source (training/nets.py init_w
 count from 0 again, and so does the learning-rate schedule: a trained net went on better at
 --learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
 
-The schedule (Config.schedule, the `9x9` preset's is the shipped net's lineage) is followed at
+The schedule (Config.schedule, the `9x9` preset's is the shipped net's lineage to its ninth
+version) is followed at
 the end of each iteration: events whose self-play position the run has reached change the
 rate, the simulations or the net's shape (grown as a warm start grows it), before that
 iteration's checkpoint, which is saved grown; a resume reads the shape off the checkpoint
@@ -235,7 +236,7 @@ class TrainingLoop:
         self.counters.setdefault("schedule_start", 0)   # a run from before the schedule
         wanted = self.base.scheduled(schedule_position(self.counters))
         have = self.config                # the checkpoint's shape (_load_state)
-        wanted = wanted.holding(have)
+        wanted = wanted.holding(have).validate()
         if wanted.grows_from(have):
             # The schedule stands past a growth this checkpoint lacks (a schedule given
             # since): grow it now, as the loop would have.
@@ -370,7 +371,7 @@ class TrainingLoop:
         old = self.config
         new = self.base.scheduled(position)
         # A warm start's source may be larger than the schedule's net.
-        new = new.holding(old)
+        new = new.holding(old).validate()
         changes = new.changes_from(old)
         if not changes:
             return []

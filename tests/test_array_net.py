@@ -150,10 +150,22 @@ def test_the_gpu_forward_answers_as_the_cpu_forward(precision):
     assert agree >= 0.98 and value_error <= 0.02
 
 
+def replayed_start(board_size: int, game) -> GoBatch:
+    """A one-board GoBatch (CPU rules) at a finished self-play game's komi, with its handicap
+    stones placed and White to move when it has some."""
+    replay = GoBatch(1, board_size, komi=game.komi)
+    if game.handicap:
+        stones = np.zeros(board_size * board_size, np.int8)
+        stones[list(game.handicap)] = 1
+        replay.set_board(stones.reshape(1, board_size, board_size), np.array([-1]))
+    return replay
+
+
 @NEEDS_CUDA
 def test_self_play_with_the_gpu_net_plays_legal_games():
     """Self-play on the CUDA rules with the net on the GPU (no TensorFlow): every recorded game
-    replays move by move on the CPU rules, and ends as they score it."""
+    replays move by move on the CPU rules, from its handicap stones at its own komi (the
+    shipped net's config draws both), and ends as they score it."""
     import cupy
     from games.selfplay import SelfPlay
     opened = open_array_net(SHIPPED_MODEL, xp=cupy, precision="float16")
@@ -161,7 +173,7 @@ def test_self_play_with_the_gpu_net_plays_legal_games():
     batch = SelfPlay(config, opened.net, seed=3).play(2000)
     assert len(batch.games) >= 10
     for game in batch.games[:10]:
-        replay = GoBatch(1, config.board_size, komi=config.komi)
+        replay = replayed_start(config.board_size, game)
         for move in game.moves:
             replay.play([move])
         assert bool(replay.is_over()[0]) or game.resigned

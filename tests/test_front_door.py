@@ -18,7 +18,7 @@ from training.options import OneLineParser, PlayerSpec, parse_player
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_RUN = ROOT / "notebooks" / "fixture_run"
 
-# Which shared options each entry script takes, written out by hand from the list.
+# Which shared options each entry script takes, written out by hand (not read from the code).
 SHARED = {
     "gtp_engine.py": {"--run", "--model", "--checkpoint", "--sims", "--no-search",
                       "--rollout-lambda", "--board-size", "--komi", "--seed", "--player"},

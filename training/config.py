@@ -432,9 +432,11 @@ class Config:
     def holding(self, other: "Config") -> "Config":
         """This config with a net at least as grown as `other`'s: each growth field the
         larger of the two. A net never shrinks: a schedule or a restart that asks for less
-        than a checkpoint has keeps the checkpoint's growth."""
-        return self.overridden(**{name: max(getattr(self, name), getattr(other, name))
-                                  for name in self.GROWTH_FIELDS})
+        than a checkpoint has keeps the checkpoint's growth. Not validated: the grown net's
+        positions may no longer fit this config's replay window, which matters to a run
+        (validate() it) but not to a comparison of net shapes."""
+        return dataclasses.replace(self, **{name: max(getattr(self, name), getattr(other, name))
+                                            for name in self.GROWTH_FIELDS})
 
     def grows_from(self, other: "Config") -> bool:
         """Whether this config's net differs from `other`'s in a growth field."""
@@ -498,7 +500,8 @@ PRESETS = {
     # cap randomization 96/24) lost 7-33 to it at 0.55. Dirichlet alpha ~ 10 / legal moves
     # (used by PUCT runs of this preset); matches at 48 simulations of PUCT, GNU Go every 10
     # iterations climbing from level 0.
-    # Its schedule is the shipped net's lineage (docs/LINEAGE.md), each step where that chain
+    # Its schedule is the shipped net's lineage to its ninth version (docs/LINEAGE.md; the
+    # tenth adds the komi plane by a warm start, models/README.md), each step where that chain
     # of warm starts took it, at about 4,200 self-play positions per iteration: the rate from
     # 0.02 to 0.005 (iteration 414 of the lineage), 0.0015 (772), 0.0006 with 32 simulations
     # (1118) and 0.0003 (1897); the ownership and score heads (955), 6 residual blocks
