@@ -76,7 +76,7 @@ from training.nets import (NetOpenError, build_trainer, describe_devices, grow_t
                            grown_as, init_weights, model_info, open_net, run_model_info,
                            save_model_file, schedule_position, warm_start_position,
                            with_source_shape)
-from training.replay_buffer import ReplayBuffer, chunk_arrays
+from training.replay_buffer import ReplayBuffer, chunk_arrays, train_on
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     atomic_write_bytes, resolve_run_path, storage_fault)
 
@@ -481,9 +481,7 @@ class TrainingLoop:
         for _ in tqdm(range(steps), desc=f"iter {iteration} training", unit="step", leave=False,
                       file=sys.stderr, disable=None):
             sample = self.buffer.sample(config.train_batch_size, self.rng, probabilities)
-            auxiliary = sample[3:6] if config.aux_heads else ()
-            stats = self.trainer.train_step(*sample[:3], *auxiliary,
-                                            reply=sample.reply if config.reply_head else None)
+            stats = train_on(self.trainer, sample)
             if stats.get("skipped"):
                 skipped += 1
                 continue

@@ -201,7 +201,8 @@ def test_holding_takes_each_growth_from_the_more_grown_and_nothing_else():
     assert (held.blocks, held.aux_heads, held.reply_head, held.extra_features,
             held.komi_input, held.simulations) == (5, True, True, False, True, 7)
     held = mixed.holding(large)
-    assert (held.blocks, held.aux_heads, held.extra_features, held.komi_input) == (9, True, True, True)
+    assert (held.blocks, held.aux_heads, held.extra_features, held.komi_input) == \
+        (9, True, True, True)
     assert large.holding(small) == large and not large.holding(small).grows_from(large)
     assert small.holding(large).grows_from(small)
     assert not small.grows_from(small.overridden(simulations=1))

@@ -191,8 +191,8 @@ def schedule_position(counters: dict) -> int:
 def grown_as(config: Config, state: dict) -> Config:
     """`config` grown as the checkpoint's weights are: a run that grows its net on schedule
     holds checkpoints of several sizes, and config.json keeps its first. Only growth is taken
-    (more blocks, the auxiliary heads, the reply head, the extra planes): weights of any other shape are left
-    for the fit that follows to refuse."""
+    (more blocks, the auxiliary heads, the reply head, the extra planes): weights of any other
+    shape are left for the fit that follows to refuse."""
     try:
         shape = net_shape(state, config.history)
     except ValueError:
@@ -337,9 +337,10 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
     except that `config` may grow the net: add the auxiliary heads or the opponent's reply
     head to a net trained without them (they start fresh), residual blocks after its last
     one (they start as identities), the extra input planes or the komi plane to a net
-    trained without them (the stem's weights on them start at zero) and filters to every layer (`_widened`: the added channels
-    start fresh, with zero weights into the source's channels), so the grown net plays
-    exactly as the source did; every shared layer is copied by name."""
+    trained without them (the stem's weights on them start at zero) and filters to every
+    layer (`_widened`: the added channels start fresh, with zero weights into the source's
+    channels), so the grown net plays exactly as the source did; every shared layer is
+    copied by name."""
     found = read_weights(source, log=log)
     adds_heads = config.aux_heads and not found.config.aux_heads
     adds_reply = config.reply_head and not found.config.reply_head
@@ -406,8 +407,8 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
     the reply head, which keep their fresh weights, and the residual blocks `new_blocks`,
     made identities, and its stem may read more input planes than the source's: the planes
     features() appends (extra_features, komi_input: `inputs` are the source's and the
-    target's configs), whose kernel weights are zero, so they change nothing until trained; and `target` may be wider
-    (more filters: `_widened`)."""
+    target's configs), whose kernel weights are zero, so they change nothing until trained;
+    and `target` may be wider (more filters: `_widened`)."""
     from architectures.inference import weights_changed  # deferred with TensorFlow
     from architectures.resnet import (AUX_HEAD_LAYERS, REPLY_HEAD_LAYERS, STEM_CONV,
                                       block_layers, make_block_identity)

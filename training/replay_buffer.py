@@ -52,6 +52,15 @@ class Sample(NamedTuple):
     reply: np.ndarray       # (B, N*N+1) the next position's policy target; 0 rows where none
 
 
+def train_on(trainer, sample: Sample) -> dict:
+    """One step of `trainer` (architectures/train_step.py) on `sample`: the auxiliary targets
+    go in exactly when its net has the ownership and score heads, the reply targets exactly
+    when it has the reply head. Returns the step's losses."""
+    auxiliary = (sample.ownership, sample.score, sample.final) if trainer.aux_heads else ()
+    return trainer.train_step(sample.planes, sample.policy, sample.value, *auxiliary,
+                              reply=sample.reply if trainer.reply_head else None)
+
+
 class ReplayBuffer:
     """`board_planes`: the stored 0/1 planes (Config.board_planes); `komi_input`: samples
     get the komi plane appended (the net reads it); `reply`: the reply targets are kept

@@ -33,7 +33,7 @@ import numpy as np
 from kernels.go_batch import KOMI_SCALE
 from training.config import Config
 from training.nets import build_trainer
-from training.replay_buffer import ReplayBuffer
+from training.replay_buffer import ReplayBuffer, train_on
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_write_text,
                                     resolve_run_path)
 
@@ -152,9 +152,7 @@ class SupervisedRun:
             sample = buffer.sample(config.train_batch_size, rng)
             # Records have no final position (not final) and no reply targets (rows of 0): the
             # auxiliary heads and the reply head learn nothing here.
-            auxiliary = sample[3:6] if config.aux_heads else ()
-            stats = self.trainer.train_step(*sample[:3], *auxiliary,
-                                            reply=sample.reply if config.reply_head else None)
+            stats = train_on(self.trainer, sample)
             if stats["skipped"]:
                 continue
             done += 1
