@@ -13,8 +13,8 @@ moves, each leaf valued by one random playout, SIMS simulations per move).
 `--black` is player A and `--white` player B (aliases `-a`, `-b`): A is black in the first game
 and colours alternate, so both play each colour equally. The report gives A's win rate with a
 95% Wilson interval, per colour counts, the number of distinct games, and for games with GNU Go
-the cross-check of our score against a fresh GNU Go's final_score (games/matches.py has the
-rules). Every game starts from `--random-openings` random moves (default 2), each opening
+the cross-check of our score against a fresh GNU Go's final_score (games/match_runner.py has
+the rules). Every game starts from `--random-openings` random moves (default 2), each opening
 played once with each colour.
 
 --rating plays a round robin between the run's newest checkpoints (`--checkpoints`, default all
@@ -43,7 +43,8 @@ from pathlib import Path
 
 from games import players
 from games.gnugo import GnuGoError, probe_gnugo
-from games.matches import check_give, play_pair, round_robin
+from games.match_runner import check_give
+from games.matches import play_pair, round_robin
 from games.players import NetSource
 from games.ratings import fit_bradley_terry, rating_table
 from training import options

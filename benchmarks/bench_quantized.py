@@ -20,7 +20,7 @@ that matter (AVX-512, VNNI, BF16) are printed first: they differ between machine
         [--match GAMES --match-simulations SIMS]
 
 `--match` then plays the int8 net (ONNX Runtime) against the float32 one, each searching SIMS
-simulations a move, colours alternating over random two-move openings (games/matches.py), and
+simulations a move, colours alternating over random two-move openings (games/match_runner.py), and
 prints the int8 side's score with its Wilson interval.
 
 Last line: `quantized MODEL b128 fp32_per_s=X best=NAME per_s=Y speedup=Y/X top1=T value_mae=M`.

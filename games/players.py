@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from games.matches import NetEntry
+from games.match_players import NetEntry
 from training.config import Config
 from training.nets import SHIPPED_MODEL, NetOpenError, OpenedNet, open_net, read_net_config
 from training.options import DEFAULT_BOARD_SIZE, PlayerSpec
@@ -139,7 +139,7 @@ class Checkpoints:
 
 def match_entry(spec: PlayerSpec, config: Config, checkpoints: Checkpoints | None,
                 batch_size: int, log=print) -> tuple[object, str]:
-    """(games.matches.make_player entry, display name) of a match's player."""
+    """(games.match_players.make_player entry, display name) of a match's player."""
     if spec.kind == "ckpt":
         if checkpoints is None:
             raise SetupError(f"{spec} needs --run")

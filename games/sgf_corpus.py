@@ -112,7 +112,7 @@ def record_positions(record: SgfRecord, config: Config) -> Positions:
         if go.is_over()[0]:
             # Moves after two passes: SGF play goes on (our matches record GNU Go's cleanup
             # phase so). Play resumes from the stones with the side to move as a fresh
-            # position, as games/matches.py's cleanup phase does.
+            # position, as games/match_runner.py's cleanup phase does.
             go.set_board(go.board(), go.to_play())
         if colour != int(go.to_play()[0]):
             raise UnusableGame(f"out of turn: move {index + 1} is "

@@ -7,6 +7,10 @@ move). Every change to the game itself (a move, undo, a new game) happens on the
 thread, after stopping the thread, in `GameSession` methods; drawing reads `session.view`, a
 snapshot refreshed after each change, never the engine.
 
+The net's move is `games/move_choice.py`'s, as GTP's genmove picks it, except that the net
+never passes back on a settled board after the human's pass: it passes when its search (or
+policy) prefers the pass, with sensible moves only when nothing else is left.
+
 The net's territory estimate (a net with ownership and score heads) is asked for on the
 caller's thread, one net call per position: the planes are taken with each snapshot, while no
 thread searches, and the net (a `NetProcess`) serves one call at a time.
@@ -28,6 +32,7 @@ import numpy as np
 
 from games import analysis as search_analysis
 from games.handicap import fixed_handicap_vertices
+from games.move_choice import policy_move, search_in_chunks, search_move
 from games.search import SearchingGames
 from games.sgf_records import game_to_sgf, result_text
 from games.territory import area_counts, area_ownership
@@ -36,7 +41,6 @@ from training.run_directory import atomic_write_bytes
 
 BLACK, WHITE = 1, -1
 GAME = np.zeros(1, np.int64)      # the session's one game: slot 0 of the engine
-ALL_GAMES = np.ones(1, bool)
 MOVE, ANALYSE = "move", "analyse"
 TOP_MOVES = 3                     # the search's best moves the panel lists
 
@@ -136,24 +140,22 @@ class _Thinker(threading.Thread):
         total = priors.sum()
         priors = priors / total if total > 0 else legal[0] / legal[0].sum()
         self.analysis = Analysis(self.move_number, int(driver.go.to_play(GAME)[0]), priors, None,
-                                 float(values[0]), 0, 0, move=int(np.argmax(priors)))
+                                 float(values[0]), 0, 0, move=policy_move(priors, legal[0]))
 
     def _search(self):
         driver = self.driver
         to_play = int(driver.go.to_play(GAME)[0])
-        target = 0
-        while target < self.simulations:
-            if self.cancelled.is_set():
-                return
-            target = min(self.simulations, target + self.chunk)
-            stats = driver.think(ALL_GAMES, noise=False, simulations=target)
+        if self.cancelled.is_set():
+            return
+        for stats in search_in_chunks(driver, self.simulations, self.chunk):
             self.analysis = Analysis(self.move_number, to_play, stats.priors[0].copy(),
                                      stats.visits[0].copy(), float(driver.root_values()[0]),
                                      int(driver.search.simulations[0]), self.simulations,
                                      candidates=tuple(search_analysis.candidates(
                                          driver, 0, max_moves=TOP_MOVES)))
-        move = int(driver.best_actions()[0])
-        self.analysis = dataclasses.replace(self.analysis, move=move)
+            if self.cancelled.is_set():
+                return
+        self.analysis = dataclasses.replace(self.analysis, move=search_move(driver, stats))
 
 
 class GameSession:

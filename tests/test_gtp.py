@@ -1128,7 +1128,7 @@ def test_a_game_against_gnugo_to_the_end_scored_by_our_rules_and_by_gnugo(tiny_r
         play_until_two_passes(cleanup=False)
         score_text, dead = fresh_gnugo_verdict(moves, komi)
         rounds = 0
-        while dead and rounds < 3:   # games/matches.py: resume with cleanup until nothing is dead
+        while dead and rounds < 3:   # games/match_runner.py: resume with cleanup until nothing is dead
             play_until_two_passes(cleanup=True)
             score_text, dead = fresh_gnugo_verdict(moves, komi)
             rounds += 1

@@ -1,4 +1,5 @@
-"""Matches (games/matches.py, games/gnugo.py, evaluate.py).
+"""Matches (games/matches.py, match_players.py, match_runner.py, match_report.py, gnugo.py;
+evaluate.py).
 
 Against GNU Go: a short match of a tiny net (bp_tree, preset tiny: 5x5, one block of 8 filters,
 one iteration) at level 0 played to the end, every result checked by replaying the game into a
@@ -23,7 +24,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from games import gnugo, matches  # noqa: E402
+from games import gnugo, match_players, match_report, match_runner, matches  # noqa: E402
 from training.config import Config  # noqa: E402
 from kernels import GoBatch, coords  # noqa: E402
 from games.sgf_records import sgf_to_moves  # noqa: E402
@@ -55,7 +56,7 @@ def tiny_net(tiny_run):
     return opened.config, opened.net
 
 
-def replayed_score(record: matches.GameRecord, config: Config) -> tuple[float, np.ndarray]:
+def replayed_score(record: match_report.PlayedGame, config: Config) -> tuple[float, np.ndarray]:
     """(area score, final board) of a record's moves replayed into a fresh GoBatch; a cleanup
     phase resumes from the stones (the board is over after the two passes)."""
     go = GoBatch(1, config.board_size, komi=config.komi, superko=config.superko)
@@ -86,7 +87,7 @@ def gnugo_final_score(moves: list[int], komi: float) -> float:
     return 0.0 if text == "0" else (1 if text[0] == "B" else -1) * float(text[2:])
 
 
-class Scripted(matches.Player):
+class Scripted(match_players.Player):
     """Plays the first legal move of its wish list, else passes."""
 
     def __init__(self, wishes, name="scripted"):
@@ -97,7 +98,7 @@ class Scripted(matches.Player):
         return np.array([next((m for m in self.wishes if row[m]), PASS) for row in legal])
 
 
-class AlwaysCentre(matches.Player):
+class AlwaysCentre(match_players.Player):
     name = "always-centre"
 
     def finish_moves(self, arbiter, slots):
@@ -120,7 +121,7 @@ def test_giving_points_sets_each_games_komi_for_both_players_the_score_and_the_s
     config = Config(board_size=N, komi=7.5)
     first_free = KomiRecorder(list(range(PASS)), name="first-free")
     last_free = KomiRecorder(list(range(PASS - 1, -1, -1)), name="last-free")
-    report = matches.play_match(config, first_free, last_free, 6, parallel=4, seed=2, give=4.5)
+    report = match_runner.play_match(config, first_free, last_free, 6, parallel=4, seed=2, give=4.5)
     assert report.give == 4.5 and "A gives 4.5 points of komi" in report.summary()
     for record in report.records:
         komi = 12.0 if record.a_colour == 1 else 3.0       # A gives 4.5 either way
@@ -134,12 +135,12 @@ def test_giving_points_sets_each_games_komi_for_both_players_the_score_and_the_s
         assert sgf_to_moves(record.sgf)[1] == komi
     for bad in (0.3, float("nan"), N * N + 1):
         with pytest.raises(ValueError, match="give must be a multiple of 0.5"):
-            matches.play_match(config, first_free, last_free, 2, parallel=2, give=bad)
+            match_runner.play_match(config, first_free, last_free, 2, parallel=2, give=bad)
 
 
 def test_a_net_player_searches_at_its_games_komi(tiny_net):
     config, net = tiny_net
-    player = matches.NetPlayer(config, net, batch_size=3, simulations=2)
+    player = match_players.NetPlayer(config, net, batch_size=3, simulations=2)
     player.new_games(np.array([0, 2]), np.array([0, 1]), np.array([16.5, -1.5]))
     assert player.driver.go.komi_of(np.array([0, 2])).tolist() == [16.5, -1.5]
     player.finish_moves(None, np.array([0, 2]))
@@ -213,14 +214,14 @@ def test_match_against_gnugo_level_0_runs_to_the_end_and_agrees_with_gnugo(tiny_
 @needs_gnugo
 def test_gnugo_plays_judges_and_referees_each_game_at_its_given_komi():
     config = Config(board_size=N, komi=7.5)
-    gnugo = matches.GnuGoPlayer(config, 0, 4, seed=2)
+    gnugo = match_players.GnuGoPlayer(config, 0, 4, seed=2)
     try:
         started = []
         original = gnugo._start
         gnugo._start = lambda slot, game, komi: started.append((game, komi)) or \
             original(slot, game, komi)
-        report = matches.play_match(config, matches.RandomPlayer(), gnugo, 4, parallel=4,
-                                    seed=4, give=-6)
+        report = match_runner.play_match(config, match_players.RandomPlayer(), gnugo, 4,
+                                         parallel=4, seed=4, give=-6)
     finally:
         gnugo.close()
     assert report.not_played == 0
@@ -239,10 +240,10 @@ def test_a_game_ended_by_the_move_cap_is_scored_as_it_stands_without_cleanup():
     # GNU Go still holds when no passes ended the game: a net then retook a ko in a triple-ko
     # cycle and GNU Go refused the move (a level-5 match on 9x9). Capped games are not cleaned.
     config = Config(board_size=N, komi=2.5, max_moves=6)
-    gnugo = matches.GnuGoPlayer(config, 0, 4, seed=1)
+    gnugo = match_players.GnuGoPlayer(config, 0, 4, seed=1)
     try:
-        report = matches.play_match(config, gnugo, matches.RandomPlayer(), 4, parallel=4,
-                                    random_openings=0)
+        report = match_runner.play_match(config, gnugo, match_players.RandomPlayer(), 4,
+                                         parallel=4, random_openings=0)
     finally:
         gnugo.close()
     capped = [record for record in report.records if record.capped]
@@ -255,10 +256,10 @@ def test_dead_stones_left_by_passing_are_cleaned_up_before_scoring():
     # GNU Go (black) passes with a dead white stone on the board; Tromp-Taylor would count it
     # alive and hand white the game (2 - 1 - 2.5 = -1.5). The cleanup phase removes it.
     config = Config(board_size=N, komi=2.5)
-    gnugo = matches.GnuGoPlayer(config, 0, 1, seed=1)
+    gnugo = match_players.GnuGoPlayer(config, 0, 1, seed=1)
     try:
-        report = matches.play_match(config, gnugo, Scripted([12, 7]), 1, parallel=1,
-                                    random_openings=0)
+        report = match_runner.play_match(config, gnugo, Scripted([12, 7]), 1, parallel=1,
+                                         random_openings=0)
     finally:
         gnugo.close()
     [record] = report.records
@@ -278,16 +279,17 @@ def test_a_dying_gnugo_process_costs_only_its_game(tiny_net):
     config, net = tiny_net
     messages = []
 
-    class Killed(matches.GnuGoPlayer):
+    class Killed(match_players.GnuGoPlayer):
         def _genmove(self, slot, colour, moves, cleanup):
             if self.games[slot] == 1 and len(moves) >= 3 and self.processes[slot] is not None:
                 os.kill(self.processes[slot].pid, signal.SIGKILL)
             return super()._genmove(slot, colour, moves, cleanup)
 
-    player = matches.NetPlayer(config, net, 2, 2, seed=0)
+    player = match_players.NetPlayer(config, net, 2, 2, seed=0)
     opponent = Killed(config, 0, 2, seed=0, log=messages.append)
     try:
-        report = matches.play_match(config, player, opponent, 3, parallel=2, log=messages.append)
+        report = match_runner.play_match(config, player, opponent, 3, parallel=2,
+                                         log=messages.append)
     finally:
         opponent.close()
     assert report.not_played == 1 and report.games == 2
@@ -299,10 +301,10 @@ def test_a_dying_gnugo_process_costs_only_its_game(tiny_net):
 def test_an_illegal_move_drops_the_game_and_missing_gnugo_is_a_clear_error(tiny_net):
     config = Config(board_size=N)
     messages = []
-    opponent = matches.GnuGoPlayer(config, 0, 2)
+    opponent = match_players.GnuGoPlayer(config, 0, 2)
     try:
-        report = matches.play_match(config, AlwaysCentre(), opponent, 2, parallel=2,
-                                    log=messages.append)
+        report = match_runner.play_match(config, AlwaysCentre(), opponent, 2, parallel=2,
+                                         log=messages.append)
     finally:
         opponent.close()
     assert report.not_played == 2 and report.games == 0
@@ -315,12 +317,12 @@ def test_an_illegal_move_drops_the_game_and_missing_gnugo_is_a_clear_error(tiny_
 def test_games_start_from_shared_random_openings_with_colours_swapped():
     first_free = Scripted(list(range(PASS)), name="first-free")
     last_free = Scripted(list(range(PASS - 1, -1, -1)), name="last-free")
-    report = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
-                                seed=5)
-    again = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=8,
-                               seed=5)
-    other = matches.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
-                               seed=6)
+    report = match_runner.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
+                                     seed=5)
+    again = match_runner.play_match(Config(board_size=N), first_free, last_free, 8, parallel=8,
+                                    seed=5)
+    other = match_runner.play_match(Config(board_size=N), first_free, last_free, 8, parallel=3,
+                                    seed=6)
     records = report.records
     assert [r.a_colour for r in records] == [1, -1] * 4
     openings = [tuple(r.moves[:2]) for r in records]
@@ -339,8 +341,8 @@ def test_games_start_from_shared_random_openings_with_colours_swapped():
     # The openings depend on the seed only, not on how many games run at once.
     assert [r.moves for r in again.records] == [r.moves for r in records]
     assert [tuple(r.moves[:2]) for r in other.records] != openings
-    scripted = matches.play_match(Config(board_size=N), first_free, last_free, 2, parallel=2,
-                                  random_openings=0)
+    scripted = match_runner.play_match(Config(board_size=N), first_free, last_free, 2, parallel=2,
+                                       random_openings=0)
     assert [r.moves[:2] for r in scripted.records] == [[0, PASS - 1], [PASS - 1, 0]]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from games import matches, ratings
+from games import match_report, ratings
 
 
 @pytest.mark.parametrize("successes, trials, low, high", [
@@ -22,7 +22,7 @@ def test_wilson_interval_matches_published_values(successes, trials, low, high):
 
 
 def test_wilson_interval_of_a_report_counts_draws_half():
-    report = matches.MatchReport(wins=7, losses=2, draws=2)
+    report = match_report.MatchReport(wins=7, losses=2, draws=2)
     assert report.win_rate == pytest.approx(8 / 11)
     assert report.interval() == pytest.approx(ratings.wilson_interval(8, 11))
     assert ratings.wilson_interval(0, 0) == (0.0, 1.0)

@@ -13,7 +13,7 @@ import pytest
 
 import evaluate
 import gtp_engine
-from games.matches import make_player
+from games.match_players import make_player
 from games.search import SearchingGames
 from kernels import GoBatch, coords
 from py_util import BatchedMCTS
