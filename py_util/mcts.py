@@ -42,6 +42,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from . import _mcts
+from .arguments import (bool_array, float_array, index_array, int64_array,
+                        positive_int)
 
 NO_NODE = _mcts.NO_NODE
 STATUS_FIELDS = _mcts.STATUS_FIELDS
@@ -178,15 +180,15 @@ class BatchedMCTS:
                  fpu_reduction: float = 0.25, virtual_loss: float = 1.0,
                  edges_per_node: int | None = None, num_threads: int = 0, seed: int = 0,
                  adaptive_threads: bool = True, forced_playouts: float = 0.0):
-        batch_size = _positive_int(batch_size, "batch_size")
-        num_actions = _positive_int(num_actions, "num_actions")
+        batch_size = positive_int(batch_size, "batch_size")
+        num_actions = positive_int(num_actions, "num_actions")
         if num_actions > _mcts.MAX_ACTIONS:
             raise ValueError(f"num_actions must be <= {_mcts.MAX_ACTIONS}, got {num_actions}")
-        num_simulations = _positive_int(num_simulations, "num_simulations", minimum=0)
+        num_simulations = positive_int(num_simulations, "num_simulations", minimum=0)
         reuse_budget = num_simulations if reuse_budget is None else reuse_budget
-        reuse_budget = _positive_int(reuse_budget, "reuse_budget", minimum=0)
+        reuse_budget = positive_int(reuse_budget, "reuse_budget", minimum=0)
         edges_per_node = num_actions if edges_per_node is None else edges_per_node
-        edges_per_node = _positive_int(edges_per_node, "edges_per_node")
+        edges_per_node = positive_int(edges_per_node, "edges_per_node")
         for name, value in (("c_puct", c_puct), ("virtual_loss", virtual_loss)):
             if not (np.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
@@ -194,7 +196,7 @@ class BatchedMCTS:
             raise ValueError(f"fpu_reduction must be finite, got {fpu_reduction!r}")
         if not (np.isfinite(forced_playouts) and forced_playouts >= 0):
             raise ValueError(f"forced_playouts must be finite and >= 0, got {forced_playouts!r}")
-        num_threads = _positive_int(num_threads, "num_threads", minimum=0, maximum=1024)
+        num_threads = positive_int(num_threads, "num_threads", minimum=0, maximum=1024)
         self.batch_size = batch_size
         self.num_actions = num_actions
         self.num_simulations = num_simulations
@@ -241,14 +243,14 @@ class BatchedMCTS:
         return self._select(num_leaves_per_game, games, simulation_limit, root_actions)[0]
 
     def _select(self, num_leaves_per_game, games, simulation_limit, root_actions=None):
-        leaves_per_game = _positive_int(num_leaves_per_game, "num_leaves_per_game")
+        leaves_per_game = positive_int(num_leaves_per_game, "num_leaves_per_game")
         out = self._select_out.get(leaves_per_game)
         if out is None:
             out = tuple(np.empty(self.batch_size * leaves_per_game, dtype=np.int64)
                         for _ in range(4))
             self._select_out[leaves_per_game] = out
         if root_actions is not None:
-            root_actions = _index_array(root_actions, "root_actions", self.batch_size)
+            root_actions = index_array(root_actions, "root_actions", self.batch_size)
         count, active = self._tree.select(leaves_per_game, self._limit(simulation_limit),
                                           self._mask(games), *out, root_actions)
         return Leaves(*(array[:count].copy() for array in out)), active
@@ -258,14 +260,14 @@ class BatchedMCTS:
         the values up. Shapes: game, node (k,); priors (k, A); legal (k, A) bool; values (k,)
         in [-1, 1] from the view of the player to move at the leaf; terminal (k,) bool or None
         (then `values` of terminal leaves are the game result and they get no children)."""
-        game = _index_array(game, "game")
+        game = index_array(game, "game")
         count = len(game)
-        node = _index_array(node, "node", count)
-        priors = _float_array(priors, "priors", (count, self.num_actions))
-        legal = _bool_array(legal, "legal", (count, self.num_actions))
-        values = _float_array(values, "values", (count,))
+        node = index_array(node, "node", count)
+        priors = float_array(priors, "priors", (count, self.num_actions))
+        legal = bool_array(legal, "legal", (count, self.num_actions))
+        values = float_array(values, "values", (count,))
         terminal = (np.zeros(count, dtype=np.bool_) if terminal is None
-                    else _bool_array(terminal, "terminal", (count,)))
+                    else bool_array(terminal, "terminal", (count,)))
         if count:
             self._tree.expand_and_backup(game, node, priors, legal, values, terminal)
 
@@ -274,8 +276,8 @@ class BatchedMCTS:
         order), when they will not be evaluated: the tree is as it was before that select,
         but for what the select finished itself (terminal leaves backed up, collisions and a
         full buffer counted). `run` does this when its evaluator raises."""
-        game = _index_array(game, "game")
-        node = _index_array(node, "node", len(game))
+        game = index_array(game, "game")
+        node = index_array(node, "node", len(game))
         if len(game):
             # Select's order: game-major, and within a game by node id, since new nodes come
             # off the free list lowest first; C undoes them in the reverse order.
@@ -287,11 +289,11 @@ class BatchedMCTS:
         `needs_root_expansion`). Arrays cover the whole batch: priors (B, A), legal (B, A) bool,
         values (B,), terminal (B,) bool or None; rows of other games are ignored."""
         shape = (self.batch_size, self.num_actions)
-        priors = _float_array(priors, "priors", shape)
-        legal = _bool_array(legal, "legal", shape)
-        values = _float_array(values, "values", (self.batch_size,))
+        priors = float_array(priors, "priors", shape)
+        legal = bool_array(legal, "legal", shape)
+        values = float_array(values, "values", (self.batch_size,))
         terminal = (self._no_terminal if terminal is None
-                    else _bool_array(terminal, "terminal", (self.batch_size,)))
+                    else bool_array(terminal, "terminal", (self.batch_size,)))
         self._tree.expand_roots(self._mask(games), priors, legal, values, terminal)
 
     def run(self, evaluate: Callable[[Leaves], Evaluation | tuple], num_leaves_per_game: int = 1,
@@ -332,11 +334,11 @@ class BatchedMCTS:
         shape = (self.batch_size, self.num_actions)
         out = np.empty(self.batch_size, np.int64)
         self._tree.gumbel_root_actions(
-            self._mask(games), _float_array(gumbel, "gumbel", shape, np.float64),
-            _int64_array(base_visits, "base_visits", shape),
-            _float_array(root_values, "root_values", (self.batch_size,), np.float64),
-            _int64_array(table, "table", (considered + 1, simulations)),
-            _positive_int(considered, "considered"), _positive_int(simulations, "simulations"),
+            self._mask(games), float_array(gumbel, "gumbel", shape, np.float64),
+            int64_array(base_visits, "base_visits", shape),
+            float_array(root_values, "root_values", (self.batch_size,), np.float64),
+            int64_array(table, "table", (considered + 1, simulations)),
+            positive_int(considered, "considered"), positive_int(simulations, "simulations"),
             *(float(value) for value in constants), out)
         return out
 
@@ -426,7 +428,7 @@ class BatchedMCTS:
         root with its statistics, everything else is reclaimed. If that child has no node (it
         was never visited, or the root was never expanded) the game gets a fresh root, which
         needs `expand_roots` (see `needs_root_expansion`)."""
-        actions = _index_array(actions, "actions", self.batch_size)
+        actions = index_array(actions, "actions", self.batch_size)
         self._tree.advance(self._mask(games), actions)
 
     def reset(self, games=None) -> None:
@@ -538,7 +540,7 @@ class BatchedMCTS:
     def _limit(self, simulation_limit) -> int:
         if simulation_limit is None:
             return self.num_simulations
-        return _positive_int(simulation_limit, "simulation_limit", minimum=0,
+        return positive_int(simulation_limit, "simulation_limit", minimum=0,
                              maximum=2**31 - 1)
 
     def _require_expanded(self, mask: np.ndarray, what: str) -> None:
@@ -548,49 +550,6 @@ class BatchedMCTS:
         if games.size:
             raise ValueError(f"{what}: the roots of games {games[:10].tolist()} are not "
                              "expanded (or are terminal)")
-
-
-def _positive_int(value, name: str, minimum: int = 1, maximum: int | None = None) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an int, got {value!r}")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"in {minimum}..{maximum}" if maximum is not None else f">= {minimum}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return int(value)
-
-
-def _index_array(values, name: str, length: int | None = None) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise ValueError(f"{name} must be a 1-D integer array, got dtype {array.dtype} "
-                         f"shape {array.shape}")
-    if length is not None and len(array) != length:
-        raise ValueError(f"{name} must have {length} items, got {len(array)}")
-    return np.ascontiguousarray(array, dtype=np.int64)
-
-
-def _float_array(values, name: str, shape: tuple, dtype=np.float32) -> np.ndarray:
-    return _typed_array(values, name, shape, "fiu", "a float", dtype)
-
-
-def _int64_array(values, name: str, shape: tuple) -> np.ndarray:
-    return _typed_array(values, name, shape, "iu", "an integer", np.int64)
-
-
-def _typed_array(values, name: str, shape: tuple, kinds: str, what: str, dtype) -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype.kind not in kinds or array.shape != shape:
-        raise ValueError(f"{name} must be {what} array of shape {shape}, got dtype "
-                         f"{array.dtype} shape {array.shape}")
-    return np.ascontiguousarray(array, dtype=dtype)
-
-
-def _bool_array(values, name: str, shape: tuple) -> np.ndarray:
-    array = np.asarray(values)
-    if array.dtype != np.bool_ or array.shape != shape:
-        raise ValueError(f"{name} must be a bool array of shape {shape}, got dtype "
-                         f"{array.dtype} shape {array.shape}")
-    return np.ascontiguousarray(array)
 
 
 def pruned_visits(stats: RootStatistics, c_puct: float, k: float) -> np.ndarray:

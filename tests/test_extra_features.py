@@ -79,7 +79,7 @@ def test_the_plane_count_is_defined_once_and_is_what_the_engine_writes(history, 
     history where a plane count fits two inputs) agree with them."""
     from kernels.go_batch import EXTRA_PLANES, feature_planes
     from training.config import Config
-    from training.nets import net_shape
+    from training.net_shape import net_shape
     from architectures.array_net import expected_shapes, weight_names
     go = GoBatch(2, 5, history_length=max(history, 1), extra_features=extra, komi_input=komi)
     planes = go.features(history)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from training.config import Config
+from training.net_shape import net_shape
 
 ROOT = Path(__file__).resolve().parents[1]   # the checkout: runs/ lives there
 CHECKPOINT_PREFIX = "ckpt_"
@@ -248,7 +249,6 @@ class RunDirectory:
         """`config` with the net shape of the newest sound checkpoint, for a run whose
         config.json is gone; ValueError (nothing written) when the command line asks
         explicitly for another shape, or no checkpoint is sound."""
-        from training.nets import net_shape  # deferred: nets imports this module
         try:
             loaded = self.load_latest_checkpoint(
                 accept=lambda state: net_shape(state, config.history))
