@@ -3,8 +3,9 @@
 TensorFlow's log level is left to the user. Setting TF_CPP_MIN_LOG_LEVEL from a library would
 change the environment of every subprocess, and in TF 2.21 it does not even hide the two
 "oneDNN custom operations are on" lines printed at import (they are logged before absl is
-initialised; measured with levels 2 and 3). oneDNN stays on and XLA off: on the 2-core
-AVX-512 machines XLA ran 15-45% slower and oneDNN off 20-55% slower.
+initialised; measured with levels 2 and 3): every module here loads TensorFlow through
+`quiet_tensorflow.load_tensorflow`, which holds those start-up lines back. oneDNN stays on and
+XLA off: on the 2-core AVX-512 machines XLA ran 15-45% slower and oneDNN off 20-55% slower.
 
 The names below load on first use (PEP 562), so `architectures.array_net`, the net's
 TensorFlow-free inference pass, imports without TensorFlow: the GPU machines self-play on

@@ -46,10 +46,12 @@ assigns the model's variables some other way calls `weights_changed(model)` or
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from architectures.onnx_export import onnxruntime_session
+from architectures.quiet_tensorflow import load_tensorflow
 from architectures.resnet import has_aux_heads, inference_forward, is_built_by_build_model
+
+tf = load_tensorflow()
 
 BACKENDS = ("tensorflow", "onnxruntime")
 # ONNX Runtime ran every preset net faster than TensorFlow on the 2-core development machine:

@@ -34,9 +34,11 @@ the layer names `build_model` gives; tests/test_net.py checks it against the mod
 """
 from __future__ import annotations
 
-import keras
-import tensorflow as tf
-from keras import layers
+from architectures.quiet_tensorflow import load_tensorflow
+
+tf = load_tensorflow()
+import keras  # noqa: E402  (after TensorFlow's quiet import)
+from keras import layers  # noqa: E402
 
 
 def build_model(

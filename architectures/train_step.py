@@ -50,11 +50,14 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import keras
 import numpy as np
-import tensorflow as tf
 
-from architectures.inference import weights_changed
+from architectures.quiet_tensorflow import load_tensorflow
+
+tf = load_tensorflow()
+import keras  # noqa: E402  (after TensorFlow's quiet import)
+
+from architectures.inference import weights_changed  # noqa: E402
 
 
 MAX_RATES = 16    # (step, rate) pairs a schedule may have

@@ -57,8 +57,9 @@ class SelfPlayWorker:
 
     def __init__(self, config: Config):
         # Deferred: TensorFlow takes seconds to import and only the actor process needs it.
-        import tensorflow as tf
         from architectures import CompiledNet
+        from architectures.quiet_tensorflow import load_tensorflow
+        tf = load_tensorflow()
         from training.nets import build_trainer
         # One thread: the actor has one CPU of the cluster's, and spare TensorFlow threads
         # would compete with the other actors on the same machine.

@@ -1,0 +1,59 @@
+"""TensorFlow imported without its start-up log on the terminal: the one place the project
+loads TensorFlow (and Keras, which loads it), so that no entry script's first screen opens
+with TensorFlow's lines before the project's own.
+
+Why a file descriptor and not TF_CPP_MIN_LOG_LEVEL: where oneDNN's custom operations are on
+(by default on AVX-512 CPUs, or with TF_ENABLE_ONEDNN_OPTS=1) TensorFlow 2.21 logs "oneDNN
+custom operations are on ..." from C++ before absl's logging is initialised, and absl then
+writes it, with "WARNING: All log messages before absl::InitializeLog() is called are written
+to STDERR", whatever the level says (checked at levels 2 and 3). So the import runs with
+file descriptor 2 pointed at a temporary file; afterwards every captured line goes on to
+stderr except those start-up lines, and those only while the user's TF_CPP_MIN_LOG_LEVEL
+(unset counts as the entry scripts' 2) hides INFO: an error or warning of the import is never
+swallowed.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+# The lines TensorFlow prints at every import where oneDNN is on: INFO, and absl's notice
+# that it printed INFO before it was initialised.
+START_UP_LINES = ("All log messages before absl::InitializeLog() is called are written to STDERR",
+                  "oneDNN custom operations are")
+
+
+def is_start_up_line(line: str) -> bool:
+    return any(marker in line for marker in START_UP_LINES)
+
+
+def _hides_info() -> bool:
+    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2").strip()
+    return not level.isdigit() or int(level) >= 1
+
+
+def load_tensorflow():
+    """The `tensorflow` module, imported once with its start-up lines held back (above);
+    later calls return the loaded module."""
+    if "tensorflow" in sys.modules or not _hides_info():
+        import tensorflow
+        return tensorflow
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow
+            import keras  # noqa: F401  (its backend's import logs through the same path)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            text = captured.read().decode(errors="replace")
+            kept = [line for line in text.splitlines(keepends=True)
+                    if not is_start_up_line(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+    return tensorflow

@@ -1,0 +1,60 @@
+"""No entry script opens with TensorFlow's own log lines: with oneDNN's custom operations forced
+on (TF_ENABLE_ONEDNN_OPTS=1, what AVX-512 CPUs get by default), TensorFlow 2.21 prints "oneDNN
+custom operations are on" and absl's "All log messages before absl::InitializeLog()" at import,
+whatever TF_CPP_MIN_LOG_LEVEL says. The training loop (./run.sh), the GTP engine and the JSON
+analysis engine are started as a user starts them, side by side (each waits on its imports),
+and everything they print is read. (The GUI is checked in tests/test_gui_display.py, in a real
+X window.)"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from architectures.quiet_tensorflow import is_start_up_line
+
+ROOT = Path(__file__).resolve().parent.parent
+ONEDNN_ON = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
+
+
+def start(command: list[str], stdin: str = "") -> subprocess.Popen:
+    process = subprocess.Popen(command, cwd=ROOT, env=ONEDNN_ON, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdin.write(stdin)
+    process.stdin.close()
+    return process
+
+
+def test_tensorflow_itself_prints_the_lines_with_onednn_forced_on():
+    """The check below can fail: a bare import of TensorFlow prints them on this CPU too."""
+    result = subprocess.run([sys.executable, "-c", "import tensorflow"], env=ONEDNN_ON,
+                            capture_output=True, text=True, timeout=300)
+    assert any(is_start_up_line(line) for line in result.stderr.splitlines()), result.stderr
+
+
+def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
+    python = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").is_dir() else sys.executable
+    query = {"id": "q", "moves": [["B", "E5"]], "rules": "chinese", "komi": 7.5,
+             "boardXSize": 9, "boardYSize": 9, "maxVisits": 8}
+    processes = {
+        "run.sh": start([str(ROOT / "run.sh"), "--run", str(tmp_path / "run"), "--preset", "tiny",
+                         "--iterations", "1"]),
+        "gtp_engine.py": start([python, "gtp_engine.py"], "name\ngenmove b\nquit\n"),
+        "katago_analysis.py": start([python, "katago_analysis.py", "analysis", "-config",
+                                     "/dev/null"], json.dumps(query) + "\n"),
+    }
+    outputs = {}
+    for name, process in processes.items():
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, f"{name}: {err}"
+        noisy = [line for line in (out + err).splitlines() if is_start_up_line(line)]
+        assert not noisy, f"{name} printed TensorFlow's start-up lines: {noisy}"
+        outputs[name] = out
+    # Each did its work: the engine named itself and played, the analysis answered, the
+    # loop completed its iteration.
+    answers = [line for line in outputs["gtp_engine.py"].splitlines() if line.startswith("=")]
+    assert len(answers) == 3 and answers[1] != "="
+    assert json.loads(outputs["katago_analysis.py"].splitlines()[0])["id"] == "q"
+    assert (tmp_path / "run" / "checkpoints" / "ckpt_000001.npz").is_file()
