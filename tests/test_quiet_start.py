@@ -19,12 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 ONEDNN_ON = {**os.environ, "TF_ENABLE_ONEDNN_OPTS": "1"}
 
 
-def start(command: list[str], stdin: str = "") -> subprocess.Popen:
-    process = subprocess.Popen(command, cwd=ROOT, env=ONEDNN_ON, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process.stdin.write(stdin)
-    process.stdin.close()
-    return process
+def start(command: list[str]) -> subprocess.Popen:
+    """Started now; its input is given when its output is read (`communicate`), so all of
+    them import side by side."""
+    return subprocess.Popen(command, cwd=ROOT, env=ONEDNN_ON, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_tensorflow_itself_prints_the_lines_with_onednn_forced_on():
@@ -39,15 +38,15 @@ def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
     query = {"id": "q", "moves": [["B", "E5"]], "rules": "chinese", "komi": 7.5,
              "boardXSize": 9, "boardYSize": 9, "maxVisits": 8}
     processes = {
-        "run.sh": start([str(ROOT / "run.sh"), "--run", str(tmp_path / "run"), "--preset", "tiny",
-                         "--iterations", "1"]),
-        "gtp_engine.py": start([python, "gtp_engine.py"], "name\ngenmove b\nquit\n"),
-        "katago_analysis.py": start([python, "katago_analysis.py", "analysis", "-config",
-                                     "/dev/null"], json.dumps(query) + "\n"),
+        "run.sh": (start([str(ROOT / "run.sh"), "--run", str(tmp_path / "run"), "--preset",
+                          "tiny", "--iterations", "1"]), ""),
+        "gtp_engine.py": (start([python, "gtp_engine.py"]), "name\ngenmove b\nquit\n"),
+        "katago_analysis.py": (start([python, "katago_analysis.py", "analysis", "-config",
+                                      "/dev/null"]), json.dumps(query) + "\n"),
     }
     outputs = {}
-    for name, process in processes.items():
-        out, err = process.communicate(timeout=600)
+    for name, (process, given) in processes.items():
+        out, err = process.communicate(given, timeout=600)
         assert process.returncode == 0, f"{name}: {err}"
         noisy = [line for line in (out + err).splitlines() if is_start_up_line(line)]
         assert not noisy, f"{name} printed TensorFlow's start-up lines: {noisy}"
