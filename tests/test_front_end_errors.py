@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from float_tolerance import gamma
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_RUN = ROOT / "notebooks" / "fixture_run"
 
@@ -190,7 +192,7 @@ def test_the_net_process_answers_and_its_death_is_reported():
         n = session.board_size
         policy, value = net(np.zeros((2, n, n, net_planes(session)), np.float32))
         assert policy.shape == (2, n * n + 1) and value.shape == (2,)
-        np.testing.assert_allclose(policy.sum(axis=1), 1, rtol=1e-5)
+        np.testing.assert_allclose(policy.sum(axis=1), 1, atol=gamma(2 * (n * n + 1)))
         # The fixture's net has no score head: a search with score utility is told so.
         with pytest.raises(NetProcessError, match="no score head"):
             net.with_score(np.zeros((1, n, n, net_planes(session)), np.float32))

@@ -20,6 +20,8 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from float_tolerance import (accumulation_depths, assert_head_close, model_shape,  # noqa: E402
+                             trunk_depth)
 from gui.controls import (BUTTONS, Command, command_for_click, command_for_key, dispatch,  # noqa: E402
                           layout_buttons)
 from gui.geometry import BoardGeometry  # noqa: E402
@@ -631,9 +633,12 @@ def test_the_territory_overlay_draws_the_nets_ownership_head(aux_run):
         to_play = session.view.to_play
         assert to_play == BLACK
         expected = np.tanh(np.asarray(outputs[2])[0]) * to_play
-        np.testing.assert_allclose(session.territory.ownership, expected, atol=1e-4)
-        assert session.territory.black_lead == pytest.approx(
-            float(np.asarray(outputs[3])[0, 0]) * N * N * to_play, abs=1e-3)
+        shape = model_shape(model)
+        assert_head_close(session.territory.ownership, expected,
+                          trunk_depth(shape) + shape.filters, tanh=True)
+        assert_head_close(session.territory.black_lead,
+                          float(np.asarray(outputs[3])[0, 0]) * N * N * to_play,
+                          accumulation_depths(shape)[1])
 
         empty = np.argwhere(session.view.board == 0)
         row, col = max(empty, key=lambda point: abs(expected[tuple(point)]))

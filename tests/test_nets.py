@@ -9,6 +9,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from float_tolerance import assert_same_net_answers  # noqa: E402
 from training.config import PRESETS  # noqa: E402
 from training.nets import (CONFIG_KEY, INFO_KEY, NetOpenError, build_trainer,  # noqa: E402
                            model_info, open_array_net, open_net, read_config, save_model_file)
@@ -59,8 +60,7 @@ def test_a_run_opens_at_its_newest_or_a_chosen_checkpoint(trained):
         assert opened.config == CONFIG
         policy, value = opened.net(planes)
         want_policy, want_value = reference_outputs(states[iteration], planes)
-        np.testing.assert_allclose(policy, want_policy, atol=2e-5)
-        np.testing.assert_allclose(value, want_value, atol=2e-5)
+        assert_same_net_answers(policy, value, want_policy, want_value, CONFIG)
 
 
 def test_a_model_file_plays_like_the_checkpoint_it_came_from(trained, tmp_path):
@@ -73,8 +73,7 @@ def test_a_model_file_plays_like_the_checkpoint_it_came_from(trained, tmp_path):
     planes = planes_batch()
     want_policy, want_value = reference_outputs(states[2], planes)
     policy, value = opened.net(planes)
-    np.testing.assert_allclose(policy, want_policy, atol=2e-5)
-    np.testing.assert_allclose(value, want_value, atol=2e-5)
+    assert_same_net_answers(policy, value, want_policy, want_value, CONFIG)
     # Only the model's weights travel: no optimizer state, no counters.
     with np.load(model) as archive:
         assert all(name.startswith("model.") or name.startswith("__") for name in archive.files)

@@ -12,6 +12,8 @@ pytest.importorskip("onnxruntime")
 from architectures import CompiledNet, Trainer, build_model  # noqa: E402
 from architectures.inference import weights_changed  # noqa: E402
 from architectures.onnx_export import keras_weights, onnx_model  # noqa: E402
+from float_tolerance import (accumulation_depths, assert_head_close,  # noqa: E402
+                             assert_same_net_answers, model_shape, trunk_depth)
 from test_net import randomise_batch_norm  # noqa: E402
 
 BOARD, PLANES = 5, 6
@@ -62,8 +64,7 @@ def test_onnxruntime_matches_tensorflow(board_size):
         expected, got = tf_net(probe[:rows]), ort_net(probe[:rows])
         assert got[0].shape == (rows, board_size ** 2 + 1) and got[1].shape == (rows,)
         assert got[0].dtype == np.float32 and got[1].dtype == np.float32
-        np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(got[1], expected[1], rtol=1e-4, atol=1e-6)
+        assert_same_net_answers(*got, *expected, model_shape(model))
 
 
 def test_onnxruntime_follows_training_and_loaded_state():
@@ -79,8 +80,7 @@ def test_onnxruntime_follows_training_and_loaded_state():
     after = net(batch[0])
     assert not np.allclose(before[0], after[0])
     reference = CompiledNet(model, 8, backend="tensorflow")(batch[0])
-    np.testing.assert_allclose(after[0], reference[0], rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(after[1], reference[1], rtol=1e-4, atol=1e-6)
+    assert_same_net_answers(*after, *reference, model_shape(model))
 
     other = Trainer(model_with_statistics(seed=5, blocks=1), batch_size=8)
     other_net = CompiledNet(other.model, 8, backend="onnxruntime")
@@ -93,9 +93,9 @@ def test_onnxruntime_follows_training_and_loaded_state():
     kernel = model.get_layer("value").kernel
     kernel.assign(kernel.numpy() * -1)
     weights_changed(model)
-    expected = CompiledNet(model, 8, backend="tensorflow")(batch[0])[1]
-    assert not np.allclose(expected, after[1])
-    np.testing.assert_allclose(net(batch[0])[1], expected, rtol=1e-4, atol=1e-6)
+    expected = CompiledNet(model, 8, backend="tensorflow")(batch[0])
+    assert not np.allclose(expected[1], after[1])
+    assert_same_net_answers(*net(batch[0]), *expected, model_shape(model))
 
 
 def test_backend_choice_is_checked():
@@ -132,18 +132,21 @@ def test_ownership_and_score_match_the_keras_model(backend, board_size, global_p
     ownership, points = net.ownership(probe)
     assert ownership.shape == (9, board_size, board_size) and points.shape == (9,)
     assert ownership.dtype == np.float32 and points.dtype == np.float32
-    np.testing.assert_allclose(ownership, np.tanh(logits), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(points, score[:, 0] * board_size ** 2, rtol=1e-4, atol=1e-4)
+    shape = model_shape(model)
+    value_depth = accumulation_depths(shape)[1]
+    assert_head_close(ownership, np.tanh(logits), trunk_depth(shape) + shape.filters, tanh=True)
+    assert_head_close(points, score[:, 0] * board_size ** 2, value_depth)
     assert np.abs(ownership).max() <= 1.0
     # The search's outputs are unchanged beside it.
     policy, value = net(probe)
-    np.testing.assert_allclose(value, np.asarray(model(probe, training=False)[1])[:, 0],
-                               rtol=1e-4, atol=1e-5)
+    keras_logits, keras_value = (np.asarray(t) for t in model(probe, training=False)[:2])
+    keras_policy = np.exp(keras_logits - keras_logits.max(axis=1, keepdims=True))
+    assert_same_net_answers(policy, value, keras_policy / keras_policy.sum(axis=1, keepdims=True),
+                            keras_value[:, 0], shape)
     # And a search that reads the score gets all three in one pass.
     policy_2, value_2, points_2 = net.with_score(probe)
-    np.testing.assert_allclose(policy_2, policy, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(value_2, value, rtol=1e-4, atol=1e-6)
-    np.testing.assert_allclose(points_2, score[:, 0] * board_size ** 2, rtol=1e-4, atol=1e-4)
+    assert_same_net_answers(policy_2, value_2, policy, value, shape)
+    assert_head_close(points_2, score[:, 0] * board_size ** 2, value_depth)
 
 
 def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
@@ -156,8 +159,9 @@ def test_ownership_follows_weight_changes_and_is_refused_without_the_heads():
     weights_changed(model)
     after = net.ownership(probe)[0]
     assert not np.allclose(before, after)
-    np.testing.assert_allclose(after, np.tanh(np.asarray(model(probe, training=False)[2])),
-                               rtol=1e-4, atol=1e-5)
+    shape = model_shape(model)
+    assert_head_close(after, np.tanh(np.asarray(model(probe, training=False)[2])),
+                      trunk_depth(shape) + shape.filters, tanh=True)
     for backend in ("onnxruntime", "tensorflow"):
         plain = CompiledNet(model_with_statistics(), 4, backend=backend)
         assert not plain.has_aux_heads

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from float_tolerance import assert_same_net_answers
 from games.selfplay import SelfPlay
 from training.config import Config
 from training.replay_buffer import ReplayBuffer
@@ -113,8 +114,8 @@ def test_reply_head_needs_the_auxiliary_heads():
 
 def test_a_warm_start_adds_the_head_and_plays_as_before_and_the_file_reads_back(tf, tmp_path):
     from architectures.array_net import ArrayNet, keras_named_weights
-    from training.nets import (build_trainer, init_weights, net_shape, open_net,
-                               save_model_file)
+    from training.net_shape import net_shape
+    from training.nets import build_trainer, init_weights, open_net, save_model_file
     source_config = Config(board_size=N, history=1, blocks=1, filters=8, value_hidden=16,
                            aux_heads=True, train_batch_size=8)
     source = build_trainer(source_config)
@@ -147,8 +148,8 @@ def test_a_warm_start_adds_the_head_and_plays_as_before_and_the_file_reads_back(
     policy, value = array_net(planes)[:2]
     logits, keras_value = grown.model(planes, training=False)[:2]
     assert np.isfinite(policy).all() and np.isfinite(value).all()
-    np.testing.assert_allclose(policy, tf.nn.softmax(logits).numpy(), atol=1e-5)
-    np.testing.assert_allclose(value, keras_value.numpy().reshape(-1), atol=1e-5)
+    assert_same_net_answers(policy, value, tf.nn.softmax(logits).numpy(),
+                            keras_value.numpy().reshape(-1), config)
 
 
 def test_the_loop_trains_the_head_stores_its_targets_and_resumes(tf, tmp_path):
