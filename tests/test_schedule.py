@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from float_tolerance import assert_outputs_close
 from training.config import PRESETS, Config
 from training.run_directory import COUNTERS_KEY
 
@@ -140,8 +141,7 @@ def test_a_net_grown_in_the_loop_plays_as_before_and_keeps_its_steps():
     extra = rng.integers(0, 2, (16, 5, 5, new.input_planes - old.input_planes)).astype(np.float32)
     before = trainer.model(planes, training=False)
     after = grown.model(np.concatenate([planes, extra], axis=-1), training=False)
-    np.testing.assert_allclose(before[0], after[0], atol=1e-5)
-    np.testing.assert_allclose(before[1], after[1], atol=1e-5)
+    assert_outputs_close(after[:2], before[:2], new)
     grown.set_learning_rates(((0, 0.001),))
     assert grown.learning_rate_at(grown.step) == 0.001
     grown_planes = rng.integers(0, 2, (32, 5, 5, new.input_planes)).astype(np.float32)
@@ -196,7 +196,8 @@ def position(counters: dict) -> int:
 
 
 def test_a_run_crossing_a_growth_resumes_after_sigkill_on_both_sides(tmp_path):
-    from training.nets import net_shape, open_net
+    from training.net_shape import net_shape
+    from training.nets import open_net
     run = tmp_path / "grows"
     # Before the growth: killed once its first checkpoint (under 150 positions) is on disk.
     before = kill_when(trainer(run, 12), run,

@@ -27,10 +27,11 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import bp_tree  # noqa: E402
+from float_tolerance import assert_outputs_close, gamma, model_shape  # noqa: E402
 from training import symmetries  # noqa: E402
 from training.config import PRESETS, Config  # noqa: E402
 from training.replay_buffer import ReplayBuffer  # noqa: E402
-from training.run_directory import COUNTERS_KEY  # noqa: E402
+from training.run_directory import COUNTERS_KEY, ROOT  # noqa: E402
 from games.sgf_records import sgf_to_moves  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +152,8 @@ def test_one_iteration_writes_config_revision_checkpoint_chunk_and_metrics(one_i
     assert set(np.unique(chunk["planes"])) <= {0, 1}
     assert chunk["policy"].shape == (positions, 26)
     assert (chunk["policy"] >= 0).all()
-    np.testing.assert_allclose(chunk["policy"].sum(axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(chunk["policy"].sum(axis=1), 1.0,
+                               atol=gamma(2 * chunk["policy"].shape[1]))
     assert chunk["surprise"].shape == (positions,) and (chunk["surprise"] >= 0).all()
     # komi 7.5: no draws, so every value target is a win or a loss, from the side to move's
     # view: it flips with the side to move within a game.
@@ -600,12 +602,13 @@ def test_a_stop_during_an_iterations_matches_drops_it_and_names_the_last_checkpo
     before its checkpoint): the line names the iteration dropped and the one kept, and the
     last words the kept checkpoint's model, with no traceback (it crashed looking for the
     dropped iteration's checkpoint)."""
-    def rated_until_stopped(loop, iteration):      # GNU Go's match, the last before the checkpoint
+    # GNU Go's match, the last before the checkpoint
+    def rated_until_stopped(config, net, counters, run, iteration, log):
         if iteration == 2:
             raise bp_tree.Stopped(signal.SIGTERM)
         return {}
 
-    monkeypatch.setattr(bp_tree.TrainingLoop, "_rated_evaluations", rated_until_stopped)
+    monkeypatch.setattr(bp_tree, "rated_evaluations", rated_until_stopped)
     run = tmp_path / "run"
     code, _, err = run_main(run, "--iterations", "3", "--gnugo_every", "1")
     assert code == 128 + signal.SIGTERM, err
@@ -972,7 +975,7 @@ def test_a_warm_start_from_inside_the_checkout_records_a_path_a_clone_can_follow
     # An exported model carries its run's init_from: a path of the training machine would
     # name nothing in another clone, so a source inside the checkout is kept relative to it.
     source, _, _ = one_iteration
-    with tempfile.TemporaryDirectory(dir=bp_tree.CHECKOUT, prefix=".test-init-from-") as inside:
+    with tempfile.TemporaryDirectory(dir=ROOT, prefix=".test-init-from-") as inside:
         copied = Path(inside) / "run"
         shutil.copytree(source, copied, ignore=shutil.ignore_patterns("trainer.lock"))
         run = tmp_path / "warm-inside"
@@ -1040,8 +1043,7 @@ def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iterati
     before = old.trainer.model(planes, training=False)
     after = new.trainer.model(planes, training=False)
     assert len(before) == 2 and len(after) == 4
-    for a, b in zip(before, after[:2]):
-        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-6, atol=1e-6)
+    assert_outputs_close(after[:2], before, new.config)
     # Taking heads away, asked for explicitly, is still refused.
     err = refused(tmp_path / "shrunk", "--iterations", "1", "--aux_heads", "false",
                   "--init_from", str(run))
@@ -1054,8 +1056,7 @@ def assert_answers_as(grown, grown_planes, source, planes):
     from architectures.resnet import inference_forward
     for outputs in ((grown(grown_planes, training=False), source(planes, training=False)),
                     (inference_forward(grown, grown_planes), inference_forward(source, planes))):
-        for b, a in zip(*outputs):
-            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+        assert_outputs_close(*outputs, model_shape(grown))
 
 
 def train_one_random_step(trainer, rng) -> None:
@@ -1253,7 +1254,7 @@ def test_cpu_seconds_accumulate_across_resumes_and_stay_within_the_process_time(
 
 
 def test_gnugo_level_climbs_after_a_match_won_at_the_promotion_rate(tmp_path, monkeypatch):
-    from games.matches import MatchReport
+    from games.match_report import MatchReport
     results = iter([(4, 1), (3, 2), (5, 0)])     # 80%, 60%, 100% wins
     levels = []
 
@@ -1263,7 +1264,7 @@ def test_gnugo_level_climbs_after_a_match_won_at_the_promotion_rate(tmp_path, mo
         return MatchReport(wins=wins, losses=losses, draws=0, player_a="net",
                            player_b=f"gnugo:{level}")
 
-    monkeypatch.setattr(bp_tree, "play_against_gnugo", fake_match)
+    monkeypatch.setattr("loop.evaluations.play_against_gnugo", fake_match)
     run = tmp_path / "climb"
     code, _, err = run_main(run, "--iterations", "2", "--gnugo_every", "1", "--previous_games", "2")
     assert code == 0, err

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,9 +32,14 @@ import numpy as np
 from kernels.go_batch import KOMI_SCALE
 from training.config import Config
 from training.nets import build_trainer
-from training.replay_buffer import ReplayBuffer, train_on
+from training.passes import CpuTime, train_pass
+from training.replay_buffer import ReplayBuffer
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_write_text,
                                     resolve_run_path)
+
+# What supervised.jsonl keeps of a pass's losses (training/passes.py): the heads these
+# targets train are the policy and value heads.
+SUPERVISED_FIELDS = ("loss_policy", "loss_value", "loss_total", "skipped_train_steps")
 
 
 @dataclass
@@ -116,7 +120,7 @@ class SupervisedRun:
     def __init__(self, config: Config, run: RunDirectory, log=print, eval_batch: int = 256):
         # CPU time counts from here, as in bp_tree's loop, so a run's cpu_seconds include the
         # passes that trained it before self-play took over.
-        self._cpu_mark = time.process_time()
+        self.cpu_time = CpuTime()
         from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
         self.config, self.run, self.log = config, run, log
         self.trainer = build_trainer(config)
@@ -146,23 +150,11 @@ class SupervisedRun:
                        komi=positions.planes[:, 0, 0, -1] * KOMI_SCALE)
         else:
             buffer.add(positions.planes, positions.policy, positions.value)
-        totals: dict[str, float] = {}
-        done = 0
-        for _ in range(steps):
-            sample = buffer.sample(config.train_batch_size, rng)
-            # Records have no final position (not final) and no reply targets (rows of 0): the
-            # auxiliary heads and the reply head learn nothing here.
-            stats = train_on(self.trainer, sample)
-            if stats["skipped"]:
-                continue
-            done += 1
-            for key in ("loss_policy", "loss_value", "loss_total"):
-                totals[key] = totals.get(key, 0.0) + stats[key]
+        # Records have no final position (not final) and no reply targets (rows of 0): the
+        # auxiliary heads and the reply head learn nothing here.
+        losses = train_pass(self.trainer, buffer, steps, config.train_batch_size, rng)
         self.counters["train_steps"] += steps
-        losses = {key: round(total / max(done, 1), 5) for key, total in totals.items()}
-        if done < steps:
-            losses["skipped_train_steps"] = steps - done
-        return losses
+        return {key: value for key, value in losses.items() if key in SUPERVISED_FIELDS}
 
     def steps_per_pass(self, positions: int) -> int:
         return max(1, math.ceil(positions / self.config.train_batch_size))
@@ -171,12 +163,9 @@ class SupervisedRun:
         """Checkpoint the pass as the run's next iteration and log its record."""
         self.counters["iteration"] += 1
         self.counters["wall_time_s"] += seconds
-        cpu = time.process_time()
-        self.counters["cpu_seconds"] += cpu - self._cpu_mark
-        self._cpu_mark = cpu
         record = {"iteration": self.counters["iteration"],
                   "train_steps": self.counters["train_steps"],
-                  "cpu_seconds": round(self.counters["cpu_seconds"], 2), **record}
+                  **self.cpu_time.charge(self.counters), **record}
         path = self.run.path / "supervised.jsonl"
         lines = path.read_text() if path.exists() else ""
         atomic_write_text(path, lines + json.dumps(record) + "\n")
