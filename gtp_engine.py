@@ -88,7 +88,7 @@ def load_engine(args: argparse.Namespace) -> GoEngine:
             # rules run on the CPU (game_config); the net still runs on a GPU if there is one.
             config, evaluator = players.game_config(args, opened.config), opened.net
             simulations = players.play_simulations(args, config)
-            use_search, devices = not args.no_search, describe_devices(config)
+            use_search, devices = not args.no_search, describe_devices(config, evaluator)
             net = (f"{players.describe(source, opened)}, {config.board_size}x{config.board_size}, "
                    f"net {config.blocks}x{config.filters}, "
                    + (f"{simulations} simulations per move" if use_search else "no search"))

@@ -96,8 +96,8 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
     source = players.net_source(args)
     net_config, run_path = players.read_source(source)
     config = players.game_config(args, net_config)
-    # The net runs in a child process: TensorFlow in the window's process crashes SDL's
-    # OpenGL probe on Mesa's software renderer (see gui/net_process.py).
+    # The net runs in a child process: a back end's libraries stay out of the window's
+    # process (TensorFlow's once crashed SDL's OpenGL probe, see gui/net_process.py).
     try:
         net = NetProcess(str(run_path), source.checkpoint)
     except NetProcessError as error:

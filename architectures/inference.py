@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from architectures.onnx_export import onnxruntime_session
+from architectures.array_net import keras_named_weights
+from architectures.onnx_net import DEVICE as ONNX_DEVICE
+from architectures.onnx_net import OnnxNet
 from architectures.quiet_tensorflow import load_tensorflow
 from architectures.resnet import has_aux_heads, inference_forward, is_built_by_build_model
 
@@ -97,7 +99,11 @@ def default_backend(fold_batch_norm: bool = True) -> str:
 def net_device() -> str:
     """Where a CompiledNet of the default back end runs the net."""
     if default_backend() == "onnxruntime":
-        return "ONNX Runtime on the CPU"
+        return ONNX_DEVICE
+    return tensorflow_device()
+
+
+def tensorflow_device() -> str:
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
         return "TensorFlow on the CPU"
@@ -172,12 +178,12 @@ class CompiledNet:
             return tf.nn.softmax(logits, axis=-1), tf.reshape(value, [-1])
 
         self._functions = {}
-        # ownership() and with_score(): {head: (session or function, weights version)},
-        # each built on its first call (_side_pass).
-        self._side_passes: dict[str, tuple] = {}
+        # TensorFlow's ownership() and with_score(): {head: function}, each traced on its
+        # first call (_side_pass); ONNX Runtime's are OnnxNet's.
+        self._side_passes: dict[str, object] = {}
         self.has_aux_heads = is_built_by_build_model(model) and has_aux_heads(model)
         if backend == "onnxruntime":
-            self._session, self._session_version = None, None
+            self._onnx, self._onnx_version = None, None
             self.refresh()
             return
         for size in self.compiled_sizes:
@@ -194,22 +200,32 @@ class CompiledNet:
         return max(f.experimental_get_tracing_count() for f in self._functions.values())
 
     def refresh(self) -> None:
-        """ONNX Runtime: export the model's current weights into a new session (TensorFlow
-        reads the variables on every call and needs nothing)."""
+        """ONNX Runtime: the model's current weights into a new `OnnxNet` (TensorFlow reads
+        the variables on every call and needs nothing)."""
         if self.backend != "onnxruntime":
             return
-        from architectures.onnx_export import onnx_model
         version = _weights_version(self.model)
-        self._session = onnxruntime_session(onnx_model(self.model))
-        self._session_version = version
+        self._onnx = OnnxNet(keras_named_weights(self.model), self.board_size, self.input_planes,
+                             self.model.name, self.batch_size)
+        self._onnx_version = version
 
-    def _side_pass(self, planes, head: str, graph: dict, keras_outputs) -> list[np.ndarray]:
-        """The outputs, host float32 NumPy, of a pass beside the search's through the auxiliary
-        heads: ONNX Runtime runs `onnx_model(model, **graph)` (a session rebuilt when the
-        weights change), TensorFlow `keras_outputs(model outputs)` (a function traced on first
-        use); both built once per kind and kept in `_side_passes`. ValueError naming `head`
-        for a net without the heads, or for planes of another shape; device planes are
-        copied to the host."""
+    def _current_onnx(self) -> OnnxNet:
+        if self._onnx_version != _weights_version(self.model):
+            self.refresh()
+        return self._onnx
+
+    @property
+    def device(self) -> str:
+        """Where this net runs, for start-up lines."""
+        if self.backend == "onnxruntime":
+            return self._onnx.device
+        return tensorflow_device()
+
+    def _side_pass(self, planes, head: str, keras_outputs) -> list[np.ndarray]:
+        """TensorFlow's outputs, host float32 NumPy, of a pass beside the search's through the
+        auxiliary heads: `keras_outputs(model outputs)`, a function traced on first use and
+        kept in `_side_passes`. ValueError naming `head` for a net without the heads, or for
+        planes of another shape; device planes are copied to the host."""
         if not self.has_aux_heads:
             raise ValueError(f"this net has no {head} head (it was trained without "
                              "--aux-heads true)")
@@ -220,19 +236,12 @@ class CompiledNet:
         if planes.ndim != 4 or planes.shape[1:] != expected:
             raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
                              f"got shape {planes.shape}")
-        built, version = self._side_passes.get(head, (None, None))
-        if self.backend == "onnxruntime":
-            if built is None or version != _weights_version(self.model):
-                from architectures.onnx_export import onnx_model
-                built, version = (onnxruntime_session(onnx_model(self.model, **graph)),
-                                  _weights_version(self.model))
-                self._side_passes[head] = (built, version)
-            return built.run(None, {"planes": planes})
+        built = self._side_passes.get(head)
         if built is None:      # TensorFlow reads the variables: no rebuild on new weights
             model = self.model
             built = tf.function(lambda batch: keras_outputs(model(batch, training=False)),
                                 input_signature=[tf.TensorSpec((None, *expected), tf.float32)])
-            self._side_passes[head] = (built, None)
+            self._side_passes[head] = built
         return [t.numpy() for t in built(planes)]
 
     def ownership(self, planes) -> tuple[np.ndarray, np.ndarray]:
@@ -240,10 +249,12 @@ class CompiledNet:
         side to move's view, of planes (k, N, N, C); ValueError for a net without the
         auxiliary heads. For analysis: a pass of its own, so the search's compiled net
         computes only policy and value."""
+        if self.backend == "onnxruntime":
+            return self._current_onnx().ownership(planes)
         ownership, score = self._side_pass(
-            planes, "ownership", {"aux_heads": True},
+            planes, "ownership",
             lambda outputs: (tf.tanh(outputs[2]), tf.reshape(outputs[3], [-1])))
-        # Tanh may round to 1 + 1 ulp in ONNX Runtime (see _run_onnxruntime).
+        # Tanh may round to 1 + 1 ulp.
         np.clip(ownership, -1.0, 1.0, out=ownership)
         return ownership, (score * np.float32(self.board_size ** 2)).astype(np.float32)
 
@@ -252,8 +263,10 @@ class CompiledNet:
         side to move's view: one pass for a search whose leaf utility reads the score
         (SearchSettings.score_utility); ValueError for a net without the score head. Host
         arrays: device planes are copied to the host."""
+        if self.backend == "onnxruntime":
+            return self._current_onnx().with_score(planes)
         policy, value, score = self._side_pass(
-            planes, "score", {"score": True},
+            planes, "score",
             lambda outputs: (tf.nn.softmax(outputs[0], axis=-1), tf.reshape(outputs[1], [-1]),
                              tf.reshape(outputs[3], [-1])))
         np.clip(value, -1.0, 1.0, out=value)       # Tanh may round to 1 + 1 ulp
@@ -276,7 +289,7 @@ class CompiledNet:
                              f"got shape {planes.shape}")
         rows = planes.shape[0]
         if self.backend == "onnxruntime":
-            return self._run_onnxruntime(planes, rows)
+            return self._current_onnx()(planes)
         policy = np.empty((rows, self.num_actions), dtype=np.float32)
         value = np.empty(rows, dtype=np.float32)
         for start in range(0, rows, self.batch_size):
@@ -296,23 +309,6 @@ class CompiledNet:
             value[start:stop] = chunk_value.numpy()[:count]
         return policy, value
 
-    def _run_onnxruntime(self, planes: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._session_version != _weights_version(self.model):
-            self.refresh()
-        planes = np.ascontiguousarray(planes, dtype=np.float32)
-        if rows == 0:
-            return (np.empty((0, self.num_actions), dtype=np.float32),
-                    np.empty(0, dtype=np.float32))
-        if rows <= self.batch_size:
-            policy, value = self._session.run(None, {"planes": planes})
-        else:
-            parts = [self._session.run(None, {"planes": planes[start:start + self.batch_size]})
-                     for start in range(0, rows, self.batch_size)]
-            policy = np.concatenate([part[0] for part in parts])
-            value = np.concatenate([part[1] for part in parts])
-        # ONNX Runtime's Tanh can round to 1 + 1 ulp (seen: 1.00000012); the search demands
-        # values in [-1, 1].
-        return policy, np.clip(value, -1.0, 1.0, out=value)
     def _call_on_device(self, planes):
         # The producer's kernels run on its own stream, which TensorFlow's does not wait for:
         # finish them before TensorFlow reads the planes (a wait, not a copy).

@@ -114,7 +114,9 @@ class Trainer:
         self.optimizer.build(model.trainable_variables)
 
         batch = self.batch_size
-        self._train_step = tf.function(self._train_step_graph, input_signature=[
+        # autograph=False: the step's branches are tf.cond and Python-static flags, and
+        # autograph's source transformation cost about a second of a process's first trainer.
+        self._train_step = tf.function(self._train_step_graph, autograph=False, input_signature=[
             tf.TensorSpec((batch, self.board_size, self.board_size, self.input_planes),
                           tf.float32),
             tf.TensorSpec((batch, self.num_actions), tf.float32),

@@ -1,12 +1,14 @@
-"""The net in a child process, so that TensorFlow never loads into the window's process.
+"""The net in a child process, so that no net back end loads into the window's process.
 
-Why: TensorFlow's `libtensorflow_framework.so.2` carries its own copy of LLVM and is loaded
-with global symbol binding. When SDL opens a window on Linux it probes OpenGL, and with Mesa's
-software renderer (llvmpipe: virtual machines, remote desktops, machines without a GPU
-driver) Mesa's calls into its LLVM resolve into TensorFlow's copy: SIGSEGV inside
-`pygame.display.set_mode` (and, window first, inside `import tensorflow`). With the net in a
-child process, the window's process holds pygame, the rules and the search tree, and no
-TensorFlow, whatever SDL's video driver, renderer or environment variables.
+Why: the net once ran in TensorFlow, whose `libtensorflow_framework.so.2` carries its own
+copy of LLVM and is loaded with global symbol binding. When SDL opens a window on Linux it
+probes OpenGL, and with Mesa's software renderer (llvmpipe: virtual machines, remote
+desktops, machines without a GPU driver) Mesa's calls into its LLVM resolved into
+TensorFlow's copy: SIGSEGV inside `pygame.display.set_mode`. With the net in a child
+process, the window's process holds pygame, the rules and the search tree and nothing else,
+whatever SDL's video driver, renderer or environment variables. `open_net` now plays through
+ONNX Runtime without TensorFlow; the child stays, so that whatever a back end loads (its own
+libraries, its threads) stays out of the window's process.
 
     net = NetProcess("runs/my9x9", checkpoint=None)   # starts the child; open_net runs there
     net.label                                          # "my9x9 iteration 12"
@@ -33,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT = 300.0        # seconds for the child to import TensorFlow and build the net
+START_TIMEOUT = 300.0        # seconds for the child to open the net
 CHILD = ("import sys; sys.path.insert(0, sys.argv[1]); "
          "from gui.net_process import serve; sys.exit(serve(int(sys.argv[2])))")
 
@@ -147,7 +149,7 @@ def serve(fd: int) -> int:
         if request is None:
             return 0
         _, source, checkpoint = request
-        from training.nets import NetOpenError, open_net  # the child alone loads TensorFlow
+        from training.nets import NetOpenError, open_net  # the child alone loads the net
         try:
             opened = open_net(source, checkpoint=checkpoint, batch_size=1,
                               log=lambda message: print(message, file=sys.stderr, flush=True))

@@ -922,12 +922,14 @@ def test_kata_analyze_ownership_and_scores_are_the_nets_in_katagos_order(aux_run
     planes = reference_planes(engine.config, moves)
     white, black = planes[0, ..., 0], planes[0, ..., 1]       # own (white) and opponent
     assert black[0, 0] == black[0, 1] == 1 and white[3, 3] == 1 and planes[0, ..., :2].sum() == 3
-    outputs = net.model(planes, training=False)
+    from training.nets import read_weights
+    model = read_weights(aux_run).trainer.model     # the Keras model: the reference
+    outputs = model(planes, training=False)
     expected = np.tanh(np.asarray(outputs[2])[0])
     for symmetric in (np.flipud(expected), np.fliplr(expected), expected.T):
         assert np.abs(symmetric - expected).max() > 1e-3, "the position must tell orders apart"
     # The engine's ONNX graph against Keras: round-off of the trunk and the 1x1 convolution.
-    shape = model_shape(net.model)
+    shape = model_shape(model)
     ownership_depth = trunk_depth(shape) + shape.filters
     assert_head_close(ownership, expected.ravel(), ownership_depth, tanh=True)
     letters = "ABCDE"
@@ -948,7 +950,7 @@ def test_kata_analyze_ownership_and_scores_are_the_nets_in_katagos_order(aux_run
             assert_head_close(lead, root_lead, score_depth)
             continue
         after = reference_planes(engine.config, moves + [block["move"]])
-        score = np.asarray(net.model(after, training=False)[3])[0, 0] * N * N
+        score = np.asarray(model(after, training=False)[3])[0, 0] * N * N
         assert_head_close(lead, -score, score_depth)
     assert any(int(b["visits"]) == 0 for b in blocks), "minmoves lists unvisited moves"
 

@@ -1,15 +1,17 @@
 """The one way to get a net: build a run's trainer, or open a run's checkpoint or a model file
-as a compiled net that plays, together with the config it was trained under.
+as a net that plays, together with the config it was trained under.
 
     opened = open_net("my9x9")                  # runs/my9x9: its newest readable checkpoint
     opened = open_net("runs/x", checkpoint=12)  # a path is used as given; iteration 12
     opened = open_net("models/9x9.npz")         # a model file
-    opened.config, opened.net, opened.label     # Config, CompiledNet, "my9x9 iteration 12"
-    opened = open_array_net("models/9x9.npz", xp=cupy)   # the same without TensorFlow
+    opened.config, opened.net, opened.label     # Config, OnnxNet, "my9x9 iteration 12"
+    opened = open_array_net("models/9x9.npz", xp=cupy)   # the array net (CuPy on a GPU)
     source = read_weights("runs/x/checkpoints/ckpt_000012.npz")   # weights only (warm starts)
 
 Every front end (GUI, GTP engine, evaluate.py) and the training loop's reference player open
 nets here; a source that cannot be played raises `NetOpenError` with a one-line message.
+Opening a net to play imports neither TensorFlow nor Keras (ONNX Runtime runs it); building
+or warm-starting a trainer (`build_trainer`, `read_weights`, `init_weights`) does.
 
 A model file is one .npz (written atomically by `save_model_file`):
     model.NNNN      the model's weights in the model's variable order (batch-norm statistics
@@ -49,7 +51,7 @@ class NetOpenError(Exception):
 @dataclass
 class OpenedNet:
     config: Config
-    net: object                 # architectures.CompiledNet (ArrayNet from open_array_net)
+    net: object                 # architectures.OnnxNet (ArrayNet from open_array_net)
     label: str                  # "RUN iteration K" or the model file's name
     iteration: int | None       # the checkpoint's iteration (None for a model file)
     path: Path                  # the run directory or the model file
@@ -70,12 +72,18 @@ def build_trainer(config: Config):
                    reply_loss_weight=config.reply_loss_weight)
 
 
-def describe_devices(config: Config) -> str:
-    """Where `config`'s rules and its net run, for start-up lines. Raises RuntimeError (a
-    one-line reason) when config.backend is "cuda" and no CUDA device is usable."""
-    from architectures import net_device  # deferred: TensorFlow takes seconds to import
+def describe_devices(config: Config, net=None) -> str:
+    """Where `config`'s rules and its net run, for start-up lines: `net`'s device, or with
+    none where the trainer's default back end runs it (that loads TensorFlow). Raises
+    RuntimeError (a one-line reason) when config.backend is "cuda" and no CUDA device is
+    usable."""
+    if net is None:
+        from architectures import net_device  # deferred: TensorFlow takes seconds to import
+        device = net_device()
+    else:
+        device = net.device
     rules = resolve_backend(config.backend)
-    return f"rules: {describe_backend(rules)} (backend {config.backend}); net: {net_device()}"
+    return f"rules: {describe_backend(rules)} (backend {config.backend}); net: {device}"
 
 
 def is_model_file(source: str | os.PathLike) -> bool:
@@ -240,15 +248,16 @@ def read_named_weights(source: str | os.PathLike, *, checkpoint: int | None = No
 
 
 def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
-             shapes: int = 1, log=print) -> OpenedNet:
-    """A compiled net that plays, from a run (a bare name means runs/NAME; its newest readable
-    checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz)."""
-    found = read_weights(source, checkpoint=checkpoint, log=log)
-    trainer = found.trainer
-    from architectures import CompiledNet  # deferred with TensorFlow
-    net = CompiledNet(trainer.model, batch_size=batch_size, shapes=shapes)
-    return OpenedNet(config=found.config, net=net, label=found.label, iteration=found.iteration,
-                     path=found.path)
+             log=print) -> OpenedNet:
+    """A net that plays, from a run (a bare name means runs/NAME; its newest readable
+    checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz): ONNX
+    Runtime's graph of its named weights (architectures/onnx_net.py), without TensorFlow, so
+    a front end starts in a second. Calls of more than `batch_size` rows run in chunks."""
+    from architectures.onnx_net import OnnxNet
+    config, weights, opened = read_named_weights(source, checkpoint=checkpoint, log=log)
+    net = OnnxNet(weights, config.board_size, config.input_planes, name=opened.label,
+                  batch_size=batch_size)
+    return replace(opened, net=net)
 
 
 def with_source_shape(config: Config, source: str | os.PathLike,
