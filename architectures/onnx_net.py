@@ -37,8 +37,15 @@ class OnnxNet:
         self.board_size, self.input_planes = int(board_size), int(input_planes)
         self.num_actions = self.board_size * self.board_size + 1
         self.batch_size = None if batch_size is None else int(batch_size)
+        self._name = name
+        self.load(weights)
+
+    def load(self, weights: dict[str, np.ndarray]) -> None:
+        """Play with new weights of the same net from the next call on (a self-play actor
+        taking the learner's newest): the search's session is rebuilt now, the side graphs
+        on their next call."""
         self.has_aux_heads = "ownership_conv.kernel" in weights
-        self._weights, self._name = weights, name
+        self._weights = weights
         self._sessions = {"search": self._session()}
 
     def _session(self, **graph):

@@ -1,8 +1,9 @@
 """Self-play on a Ray cluster: N actors play games without pause, one learner collects them.
 
 Who owns what:
-    actor (`SelfPlayWorker`, one process each, 1 CPU): its own model weights, CompiledNet and
-        games.selfplay.SelfPlay (GoBatch and search trees). Each call plays until at least
+    actor (`SelfPlayWorker`, one process each, 1 CPU): its own copy of the weights in an
+        OnnxNet (ONNX Runtime, no TensorFlow) and games.selfplay.SelfPlay (GoBatch and search
+        trees). Each call plays until at least
         `positions_per_call` positions of finished games are collected and returns them as a
         SelfPlayBatch of NumPy arrays through the object store; games in flight stay in the
         actor and go on in the next call.
@@ -56,18 +57,8 @@ class SelfPlayWorker:
     the first call, from the seed the learner gives and the process id."""
 
     def __init__(self, config: Config):
-        # Deferred: TensorFlow takes seconds to import and only the actor process needs it.
-        from architectures import CompiledNet
-        from architectures.quiet_tensorflow import load_tensorflow
-        tf = load_tensorflow()
-        from training.nets import build_trainer
-        # One thread: the actor has one CPU of the cluster's, and spare TensorFlow threads
-        # would compete with the other actors on the same machine.
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
         self.config = config
-        self.model = build_trainer(config).model
-        self.net = CompiledNet(self.model, config.num_games, shapes=8)
+        self.net = None             # an OnnxNet from the first call's weights on
         self.selfplay: SelfPlay | None = None
         self.version = -1
 
@@ -78,7 +69,16 @@ class SelfPlayWorker:
         """(SelfPlayBatch, tree overflows so far). `weights` is [ObjectRef] of the model's
         `get_weights()`: nested in a list so Ray fetches it only when the version is new."""
         if version != self.version:
-            self.model.set_weights(ray.get(weights[0]))
+            from architectures.array_net import named_weights
+            from architectures.onnx_net import OnnxNet
+            arrays = {f"model.{index:04d}": array
+                      for index, array in enumerate(ray.get(weights[0]))}
+            named = named_weights(self.config, arrays)
+            if self.net is None:
+                self.net = OnnxNet(named, self.config.board_size, self.config.input_planes,
+                                   batch_size=self.config.num_games)
+            else:
+                self.net.load(named)
             self.version = version
         if self.selfplay is None:
             # The process id tells a restarted actor's games from its predecessor's.
