@@ -5,7 +5,7 @@ construction, for the input signature float32 (batch_size, N, N, C). Calls with 
 are padded into a preallocated buffer and calls with more rows run in chunks, so the graph
 never retraces whatever the caller's batch. The function reads the model's variables, so it
 sees every weight update (training, `Trainer.load_state_dict`) with no rebuild. By default it
-runs `resnet.inference_forward` (batch norm folded into the convolutions, 4-28% faster);
+runs `inference_forward` (below: batch norm folded into the convolutions, 4-28% faster);
 `fold_batch_norm=False` calls the Keras model instead and accepts any model with the same
 two outputs.
 
@@ -51,7 +51,9 @@ from architectures.array_net import keras_named_weights
 from architectures.onnx_net import DEVICE as ONNX_DEVICE
 from architectures.onnx_net import OnnxNet
 from architectures.quiet_tensorflow import load_tensorflow
-from architectures.resnet import has_aux_heads, inference_forward, is_built_by_build_model
+from architectures.resnet import (STEM_CONV, block_layers, has_aux_heads,
+                                  is_built_by_build_model)
+from architectures.weights_version import weights_version
 
 tf = load_tensorflow()
 
@@ -62,13 +64,44 @@ BACKENDS = ("tensorflow", "onnxruntime")
 DEFAULT_BACKEND = "onnxruntime"
 
 
-def weights_changed(model) -> None:
-    """Tell every ONNX Runtime `CompiledNet` of `model` that its weights changed."""
-    model._bgz_weights_version = getattr(model, "_bgz_weights_version", 0) + 1
+def inference_forward(model: "keras.Model", planes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`model(planes, training=False)` for a `build_model` net, batch norms folded.
 
+    Returns (policy_logits (B, N*N+1), value (B, 1)). For use inside a `tf.function`. Each
+    batch norm is folded into the convolution before it (scaled kernel plus a bias,
+    recomputed from the current variables on every call, so it always matches the weights);
+    oneDNN then runs each convolution, bias, residual add and ReLU as one fused op (the Keras
+    graph fuses none of its convolutions): 4-28% faster at batch 128 on these CPUs, the most
+    for narrow nets, with the same outputs to float32 rounding.
+    """
+    layer = {item.name: item for item in model.layers}
 
-def _weights_version(model) -> int:
-    return getattr(model, "_bgz_weights_version", 0)
+    def conv_bn(x, conv_name, bn_name, residual=None):
+        conv, batch_norm = layer[conv_name], layer[bn_name]
+        scale = batch_norm.gamma * tf.math.rsqrt(batch_norm.moving_variance + batch_norm.epsilon)
+        y = tf.nn.conv2d(x, conv.kernel * scale, strides=1, padding="SAME")
+        y = tf.nn.bias_add(y, batch_norm.beta - batch_norm.moving_mean * scale)
+        if residual is not None:
+            y = y + residual
+        return tf.nn.relu(y)
+
+    def dense(x, name):
+        return tf.nn.bias_add(tf.matmul(x, layer[name].kernel), layer[name].bias)
+
+    batch = tf.shape(planes)[0]
+    x = conv_bn(planes, STEM_CONV, "stem_bn")
+    block = 0
+    while block_layers(block)[0] in layer:
+        conv1, bn1, conv2, bn2 = block_layers(block)
+        x = conv_bn(conv_bn(x, conv1, bn1), conv2, bn2, residual=x)
+        block += 1
+    if "gpool_dense" in layer:
+        pooled = tf.concat([tf.reduce_mean(x, axis=[1, 2]), tf.reduce_max(x, axis=[1, 2])], -1)
+        x = tf.nn.relu(x + dense(pooled, "gpool_dense")[:, None, None, :])
+    policy = tf.reshape(conv_bn(x, "policy_conv", "policy_bn"), [batch, -1])
+    value = tf.reshape(conv_bn(x, "value_conv", "value_bn"), [batch, -1])
+    value = tf.tanh(dense(tf.nn.relu(dense(value, "value_hidden")), "value"))
+    return dense(policy, "policy_logits"), value
 
 
 def onnxruntime_available() -> bool:
@@ -204,13 +237,13 @@ class CompiledNet:
         the variables on every call and needs nothing)."""
         if self.backend != "onnxruntime":
             return
-        version = _weights_version(self.model)
+        version = weights_version(self.model)
         self._onnx = OnnxNet(keras_named_weights(self.model), self.board_size, self.input_planes,
                              self.model.name, self.batch_size)
         self._onnx_version = version
 
     def _current_onnx(self) -> OnnxNet:
-        if self._onnx_version != _weights_version(self.model):
+        if self._onnx_version != weights_version(self.model):
             self.refresh()
         return self._onnx
 

@@ -33,6 +33,16 @@ def _hides_info() -> bool:
     return not level.isdigit() or int(level) >= 1
 
 
+def load_keras():
+    """The `keras` module on the backend KERAS_BACKEND names (TensorFlow when unset), loaded
+    through `load_tensorflow` where that backend is TensorFlow: what every module of the
+    project that builds or trains the Keras net imports it through."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        load_tensorflow()
+    import keras
+    return keras
+
+
 def load_tensorflow():
     """The `tensorflow` module, imported once with its start-up lines held back (above);
     later calls return the loaded module."""

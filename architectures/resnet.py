@@ -24,21 +24,16 @@ attached as Keras `kernel_regularizer`s on every convolution and dense kernel (n
 batch-norm parameters), so the coefficient travels with the model and `model.losses` sums to
 `l2 * sum(kernel ** 2)`; the training step adds that sum to the loss.
 
-`inference_forward(model, planes)` is the same net in inference mode written with each batch
-norm folded into the convolution before it (scaled kernel plus a bias, recomputed from the
-current variables on every call, so it always matches the weights). oneDNN then runs each
-convolution, bias, residual add and ReLU as one fused op (the Keras graph fuses none of its
-convolutions): 4-28% faster at batch 128 on these CPUs, the most for narrow nets, with the
-same outputs to float32 rounding. It relies on
-the layer names `build_model` gives; tests/test_net.py checks it against the model.
+The model is backend-neutral Keras (TensorFlow by default, JAX when KERAS_BACKEND says so);
+TensorFlow's folded inference pass over it is architectures/inference.py `inference_forward`,
+which relies on the layer names `build_model` gives (tests/test_net.py checks it).
 """
 from __future__ import annotations
 
-from architectures.quiet_tensorflow import load_tensorflow
+from architectures.quiet_tensorflow import load_keras
 
-tf = load_tensorflow()
-import keras  # noqa: E402  (after TensorFlow's quiet import)
-from keras import layers  # noqa: E402
+keras = load_keras()
+layers = keras.layers
 
 
 def build_model(
@@ -128,41 +123,6 @@ def build_model(
                        name=f"resnet_{board_size}x{board_size}_{blocks}x{filters}")
 
 
-def inference_forward(model: keras.Model, planes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """`model(planes, training=False)` for a `build_model` net, batch norms folded.
-
-    Returns (policy_logits (B, N*N+1), value (B, 1)). For use inside a `tf.function`.
-    """
-    layer = {item.name: item for item in model.layers}
-
-    def conv_bn(x, conv_name, bn_name, residual=None):
-        conv, batch_norm = layer[conv_name], layer[bn_name]
-        scale = batch_norm.gamma * tf.math.rsqrt(batch_norm.moving_variance + batch_norm.epsilon)
-        y = tf.nn.conv2d(x, conv.kernel * scale, strides=1, padding="SAME")
-        y = tf.nn.bias_add(y, batch_norm.beta - batch_norm.moving_mean * scale)
-        if residual is not None:
-            y = y + residual
-        return tf.nn.relu(y)
-
-    def dense(x, name):
-        return tf.nn.bias_add(tf.matmul(x, layer[name].kernel), layer[name].bias)
-
-    batch = tf.shape(planes)[0]
-    x = conv_bn(planes, STEM_CONV, "stem_bn")
-    block = 0
-    while block_layers(block)[0] in layer:
-        conv1, bn1, conv2, bn2 = block_layers(block)
-        x = conv_bn(conv_bn(x, conv1, bn1), conv2, bn2, residual=x)
-        block += 1
-    if "gpool_dense" in layer:
-        pooled = tf.concat([tf.reduce_mean(x, axis=[1, 2]), tf.reduce_max(x, axis=[1, 2])], -1)
-        x = tf.nn.relu(x + dense(pooled, "gpool_dense")[:, None, None, :])
-    policy = tf.reshape(conv_bn(x, "policy_conv", "policy_bn"), [batch, -1])
-    value = tf.reshape(conv_bn(x, "value_conv", "value_bn"), [batch, -1])
-    value = tf.tanh(dense(tf.nn.relu(dense(value, "value_hidden")), "value"))
-    return dense(policy, "policy_logits"), value
-
-
 def is_built_by_build_model(model: keras.Model) -> bool:
     """Whether `inference_forward` understands this model (the layer names it reads exist)."""
     names = {item.name for item in model.layers}
@@ -197,8 +157,8 @@ def make_block_identity(model: keras.Model, block: int) -> None:
     its random initialisation, so training grows the block from there (the scale's gradient
     is not zero) as in the zero-initialised residual branches of Goyal et al. (2017)."""
     batch_norm = model.get_layer(block_layers(block)[3])
-    batch_norm.gamma.assign(tf.zeros_like(batch_norm.gamma))
-    batch_norm.beta.assign(tf.zeros_like(batch_norm.beta))
+    batch_norm.gamma.assign(keras.ops.zeros_like(batch_norm.gamma))
+    batch_norm.beta.assign(keras.ops.zeros_like(batch_norm.beta))
 
 
 def has_aux_heads(model: keras.Model) -> bool:

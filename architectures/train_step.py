@@ -1,4 +1,5 @@
-"""The training step: SGD with momentum on policy cross-entropy + value MSE + L2.
+"""The training step, written once for every Keras backend: SGD with momentum on policy
+cross-entropy + value MSE + L2 (+ the auxiliary and reply heads' losses).
 
     trainer = Trainer(model, batch_size=128, learning_rates=[(0, 0.02), (20000, 0.002)])
     stats = trainer.train_step(planes, policy_targets, value_targets)
@@ -34,17 +35,35 @@ It is transformed by the sample's symmetry as the policy target is.
 
 The learning rate is piecewise constant in the trainer's step counter, which counts every
 call of `train_step`, skipped or not: with pairs [(0, a), (s, b)] steps 0..s-1 use a and
-steps from s on use b. A step whose loss, gradients or new batch-norm statistics are not all
-finite changes nothing but the counters (`step`, `skipped_steps`): the update and the
-batch-norm moving averages of that step are dropped, so bad data cannot poison the weights.
+steps from s on use b. It is an input of the step (the host reads it off the schedule), so a
+new schedule never retraces the step. A step whose loss, gradients or new batch-norm
+statistics are not all finite changes nothing but the counters (`step`, `skipped_steps`):
+the update, the optimizer's state and the batch-norm moving averages of that step are
+dropped, so bad data cannot poison the weights.
 
 Symmetry augmentation is the caller's, on NumPy batches before this step: with
 `s = rng.integers(0, 8, B)`, pass `symmetries.transform_planes(planes, s)` and
 `symmetries.transform_policy(policy_targets, s)` (value targets are unchanged).
 
-`train_step` is one `tf.function` with a fixed input signature (traced once, at
-construction). The model is shared, not copied: a `CompiledNet` over the same model sees
-each update at once.
+One step for every backend (Keras' own trainers are built the same way): the forward pass and
+the losses are one function of the variables' values, written in `keras.ops` with the
+model's `stateless_call` (whose new non-trainable values carry batch norm's moving
+statistics, and whose losses the L2 terms), and the finite check and the figures are shared
+too. Only the gradient and the update are the backend's, in a wrapper each: TensorFlow takes
+the gradient on a tape and applies the optimizer inside one `tf.function` (Keras' TensorFlow
+optimizer has no stateless form); JAX takes `jax.value_and_grad` and the optimizer's
+`stateless_apply` inside one `jax.jit`, and the new values are written back into the Keras
+variables after it. The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
+architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step and
+never again (`tracing_count`).
+
+Checkpoints (`state_dict`): `model.NNNN` (the model's weights in its variable order, batch-norm
+statistics included), `optimizer.NNNN` (the optimizer's variables in its order, without its
+learning rate: that is the schedule's at the step, so the list is the same as before the rate
+became an input, and checkpoints of either backend and of earlier versions load alike),
+`trainer.step`, `trainer.skipped_steps`: safe as `np.savez` names.
+
+The model is shared, not copied: a `CompiledNet` over the same model sees each update.
 """
 from __future__ import annotations
 
@@ -52,15 +71,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from architectures.quiet_tensorflow import load_tensorflow
+from architectures.quiet_tensorflow import load_keras
+from architectures.weights_version import weights_changed
 
-tf = load_tensorflow()
-import keras  # noqa: E402  (after TensorFlow's quiet import)
+keras = load_keras()
+ops = keras.ops
 
-from architectures.inference import weights_changed  # noqa: E402
-
-
-MAX_RATES = 16    # (step, rate) pairs a schedule may have
+STATS = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate",
+         "loss_ownership", "loss_score", "loss_reply")
 
 
 class Trainer:
@@ -68,7 +86,7 @@ class Trainer:
 
     def __init__(
         self,
-        model: keras.Model,
+        model,
         batch_size: int,
         learning_rates: Sequence[tuple[int, float]] = ((0, 0.02),),
         momentum: float = 0.9,
@@ -92,72 +110,46 @@ class Trainer:
         self.ownership_loss_weight = float(ownership_loss_weight)
         self.score_loss_weight = float(score_loss_weight)
         self.reply_loss_weight = float(reply_loss_weight)
+        self._step = 0
+        self._skipped_steps = 0
 
-        self._step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self._skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                          name="skipped_steps")
-        # The schedule lives in variables of a fixed length (unused boundaries at the largest
-        # step), so set_learning_rates changes it without tracing the step again.
-        self._boundaries = tf.Variable(tf.zeros(MAX_RATES, tf.int64), trainable=False,
-                                       name="rate_boundaries")
-        self._rates = tf.Variable(tf.zeros(MAX_RATES, tf.float32), trainable=False,
-                                  name="rates")
-        self.set_learning_rates(self.learning_rates)
-
-        def current_learning_rate():
-            index = tf.reduce_sum(tf.cast(self._boundaries <= self._step, tf.int32)) - 1
-            return tf.gather(self._rates, index)
-
-        self._current_learning_rate = current_learning_rate
-        self.optimizer = keras.optimizers.SGD(
-            learning_rate=current_learning_rate, momentum=momentum, nesterov=nesterov)
+        self.optimizer = keras.optimizers.SGD(learning_rate=self.learning_rates[0][1],
+                                              momentum=momentum, nesterov=nesterov)
         self.optimizer.build(model.trainable_variables)
-
-        batch = self.batch_size
-        # autograph=False: the step's branches are tf.cond and Python-static flags, and
-        # autograph's source transformation cost about a second of a process's first trainer.
-        self._train_step = tf.function(self._train_step_graph, autograph=False, input_signature=[
-            tf.TensorSpec((batch, self.board_size, self.board_size, self.input_planes),
-                          tf.float32),
-            tf.TensorSpec((batch, self.num_actions), tf.float32),
-            tf.TensorSpec((batch,), tf.float32),
-            tf.TensorSpec((batch, self.board_size, self.board_size), tf.float32),
-            tf.TensorSpec((batch,), tf.float32),
-            tf.TensorSpec((batch,), tf.float32),
-            tf.TensorSpec((batch, self.num_actions), tf.float32),
-        ])
-        self._train_step.get_concrete_function()
+        paths = [variable.path for variable in self.optimizer.variables]
+        self._rate_index = next(index for index, path in enumerate(paths)
+                                if path.split("/")[-1] == "learning_rate")
+        self.backend = keras.backend.backend()
+        self._traces = 0
+        # Compiled at the first step: a trainer built only to hold weights (a warm start's
+        # source, a net read for its weights) never pays for the trace.
+        self._compiled = None
 
     @property
     def step(self) -> int:
         """Training steps taken, skipped ones included."""
-        return int(self._step.numpy())
+        return self._step
 
     @property
     def skipped_steps(self) -> int:
         """Steps dropped because the loss, a gradient or a batch-norm statistic was not finite."""
-        return int(self._skipped_steps.numpy())
+        return self._skipped_steps
 
     @property
     def tracing_count(self) -> int:
-        return self._train_step.experimental_get_tracing_count()
+        """How often the step was traced (compiled): 0 before the first step, then 1 for the
+        trainer's life."""
+        return self._traces
 
     def set_learning_rates(self, learning_rates: Sequence[tuple[int, float]]) -> None:
         """Follow another (step, rate) schedule from the next step on (a run's own schedule
         drops the rate as it goes); the steps count as before."""
-        pairs = _check_schedule(learning_rates)
-        if len(pairs) > MAX_RATES:
-            raise ValueError(f"at most {MAX_RATES} (step, rate) pairs, got {len(pairs)}")
-        padding = MAX_RATES - len(pairs)
-        self._boundaries.assign([step for step, _ in pairs] + [np.iinfo(np.int64).max] * padding)
-        self._rates.assign([rate for _, rate in pairs] + [pairs[-1][1]] * padding)
-        self.learning_rates = pairs
+        self.learning_rates = _check_schedule(learning_rates)
 
     def continue_from(self, other: "Trainer") -> None:
         """Take `other`'s step counters: a net grown in the loop trains on from where the
         smaller one stopped (the optimizer's momentum starts fresh, as in a warm start)."""
-        self._step.assign(other._step)
-        self._skipped_steps.assign(other._skipped_steps)
+        self._step, self._skipped_steps = other._step, other._skipped_steps
 
     def learning_rate_at(self, step: int) -> float:
         rate = self.learning_rates[0][1]
@@ -172,8 +164,29 @@ class Trainer:
         ownership, score, final: the auxiliary targets (see the module docstring), needed
         exactly when the model has the auxiliary heads; reply exactly when it has the reply
         head."""
-        batch = self.batch_size
-        n = self.board_size
+        batch = self._batch(planes, policy_targets, value_targets, ownership, score, final,
+                            reply)
+        rate = np.float32(self.learning_rate_at(self._step))
+        if self._compiled is None:
+            self._compiled = _COMPILERS[self.backend](self)
+        values = np.asarray(self._compiled(batch, rate), dtype=np.float64)
+        weights_changed(self.model)
+        self._step += 1
+        applied = bool(values[-1] != 0.0)
+        self._skipped_steps += int(not applied)
+        stats = {name: float(value) for name, value in zip(STATS, values)}
+        if not self.aux_heads:
+            del stats["loss_ownership"], stats["loss_score"]
+        if not self.reply_head:
+            del stats["loss_reply"]
+        stats["skipped"] = not applied
+        return stats
+
+    def _batch(self, planes, policy_targets, value_targets, ownership, score, final,
+               reply) -> tuple[np.ndarray, ...]:
+        """The step's seven inputs, float32 and checked: planes, policy, value, ownership,
+        score, final, reply (zeros for heads the model does not have)."""
+        batch, n = self.batch_size, self.board_size
         if self.aux_heads != (ownership is not None):
             raise ValueError("ownership, score and final targets are needed exactly when the "
                              "model has auxiliary heads")
@@ -206,101 +219,100 @@ class Trainer:
         if value_targets.shape != (batch,):
             raise ValueError(f"value_targets must have {batch} entries, "
                              f"got {value_targets.shape}")
-        values = self._train_step(planes, policy_targets, value_targets, ownership, score,
-                                  final, reply).numpy()
-        weights_changed(self.model)
-        names = ("loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate",
-                 "loss_ownership", "loss_score", "loss_reply")
-        stats = {name: float(value) for name, value in zip(names, values)}
-        if not self.aux_heads:
-            del stats["loss_ownership"], stats["loss_score"]
-        if not self.reply_head:
-            del stats["loss_reply"]
-        stats["skipped"] = bool(values[-1] == 0.0)
-        return stats
+        return planes, policy_targets, value_targets, ownership, score, final, reply
 
-    def _train_step_graph(self, planes, policy_targets, value_targets, ownership_targets,
-                          score_targets, final, reply_targets):
-        model = self.model
-        trainable = model.trainable_variables
-        statistics = model.non_trainable_variables
-        # Batch norm updates its moving averages during the forward pass; keep the old values
-        # so a step with non-finite numbers can be undone. (Reads and writes of one variable
-        # run in program order inside a tf.function.)
-        saved_statistics = [tf.identity(variable.value) for variable in statistics]
-        learning_rate = self._current_learning_rate()
-        with tf.GradientTape() as tape:
-            outputs = model(planes, training=True)
-            logits, value = outputs[0], outputs[1]
-            log_policy = tf.nn.log_softmax(logits, axis=-1)
-            loss_policy = -tf.reduce_mean(tf.reduce_sum(policy_targets * log_policy, axis=-1))
-            loss_value = tf.reduce_mean(tf.square(tf.reshape(value, [-1]) - value_targets))
-            regularization = model.losses
-            loss_l2 = tf.add_n(regularization) if regularization else tf.constant(0.0)
-            loss_total = loss_policy + self.value_loss_weight * loss_value + loss_l2
-            loss_ownership = loss_score = tf.constant(0.0)
-            if self.aux_heads:
-                samples = tf.maximum(tf.reduce_sum(final), 1.0)
-                per_point = tf.nn.sigmoid_cross_entropy_with_logits(
-                    labels=(1.0 + ownership_targets) / 2.0, logits=2.0 * outputs[2])
-                loss_ownership = tf.reduce_sum(
-                    tf.reduce_mean(per_point, axis=[1, 2]) * final) / samples
-                loss_score = tf.reduce_sum(
-                    tf.square(tf.reshape(outputs[3], [-1]) - score_targets) * final) / samples
-                loss_total += (self.ownership_loss_weight * loss_ownership
-                               + self.score_loss_weight * loss_score)
-            loss_reply = tf.constant(0.0)
-            if self.reply_head:
-                has_reply = tf.cast(tf.reduce_sum(reply_targets, axis=-1) > 0, tf.float32)
-                per_sample = -tf.reduce_sum(
-                    reply_targets * tf.nn.log_softmax(outputs[4], axis=-1), axis=-1)
-                loss_reply = (tf.reduce_sum(per_sample * has_reply)
-                              / tf.maximum(tf.reduce_sum(has_reply), 1.0))
-                loss_total += self.reply_loss_weight * loss_reply
-        gradients = tape.gradient(loss_total, trainable)
-        checks = [tf.math.is_finite(loss_total)]
-        checks += [tf.reduce_all(tf.math.is_finite(g)) for g in gradients]
-        checks += [tf.reduce_all(tf.math.is_finite(v.value)) for v in statistics]
-        finite = tf.reduce_all(tf.stack(checks))
+    # The step itself: pure, in keras.ops, the same on every backend.
 
-        def apply():
-            self.optimizer.apply(gradients, trainable)
-            return tf.constant(1.0)
+    def losses(self, outputs, batch, l2_terms) -> dict:
+        """The loss terms (module docstring) of the model's training-mode `outputs` on
+        `batch`, as backend scalars."""
+        _, policy_targets, value_targets, ownership, score, final, reply = batch
+        zero = ops.zeros((), "float32")
+        logits, value = outputs[0], outputs[1]
+        loss_policy = -ops.mean(ops.sum(policy_targets * ops.log_softmax(logits, axis=-1),
+                                        axis=-1))
+        loss_value = ops.mean(ops.square(ops.reshape(value, (-1,)) - value_targets))
+        loss_l2 = ops.sum(ops.stack(l2_terms)) if l2_terms else zero
+        total = loss_policy + self.value_loss_weight * loss_value + loss_l2
+        loss_ownership = loss_score = loss_reply = zero
+        if self.aux_heads:
+            samples = ops.maximum(ops.sum(final), 1.0)
+            labels, scaled = (1.0 + ownership) / 2.0, 2.0 * outputs[2]
+            # The cross-entropy of sigmoid(scaled) against labels, in its stable form.
+            per_point = (ops.maximum(scaled, 0.0) - scaled * labels
+                         + ops.log1p(ops.exp(-ops.abs(scaled))))
+            loss_ownership = ops.sum(ops.mean(per_point, axis=(1, 2)) * final) / samples
+            loss_score = ops.sum(ops.square(ops.reshape(outputs[3], (-1,)) - score)
+                                 * final) / samples
+            total = total + (self.ownership_loss_weight * loss_ownership
+                             + self.score_loss_weight * loss_score)
+        if self.reply_head:
+            has_reply = ops.cast(ops.sum(reply, axis=-1) > 0, "float32")
+            per_sample = -ops.sum(reply * ops.log_softmax(outputs[4], axis=-1), axis=-1)
+            loss_reply = ops.sum(per_sample * has_reply) / ops.maximum(ops.sum(has_reply), 1.0)
+            total = total + self.reply_loss_weight * loss_reply
+        return {"loss_policy": loss_policy, "loss_value": loss_value, "loss_l2": loss_l2,
+                "loss_total": total, "loss_ownership": loss_ownership,
+                "loss_score": loss_score, "loss_reply": loss_reply}
 
-        def undo():
-            for variable, saved in zip(statistics, saved_statistics):
-                variable.assign(saved)
-            self._skipped_steps.assign_add(1)
-            return tf.constant(0.0)
+    def forward(self, trainable, non_trainable, batch):
+        """(loss_total, (loss terms, new non-trainable values)) of the model in training mode
+        at the given variable values: a function of values, so every backend can take its
+        gradient in `trainable`."""
+        outputs, new_statistics, l2_terms = self.model.stateless_call(
+            list(trainable), list(non_trainable), batch[0], training=True, return_losses=True)
+        terms = self.losses(outputs, batch, l2_terms)
+        return terms["loss_total"], (terms, new_statistics)
 
-        applied = tf.cond(finite, apply, undo)
-        self._step.assign_add(1)
-        return tf.stack([loss_policy, loss_value, loss_l2, loss_total, learning_rate,
-                         loss_ownership, loss_score, loss_reply, applied])
+    @staticmethod
+    def all_finite(total, gradients, new_non_trainable):
+        """Whether the step may be applied: its loss, gradients and new batch-norm
+        statistics are all finite."""
+        return ops.all(ops.stack(
+            [ops.all(ops.isfinite(total))]
+            + [ops.all(ops.isfinite(value)) for value in gradients]
+            + [ops.all(ops.isfinite(value)) for value in new_non_trainable
+               if "float" in str(value.dtype)]))
 
-    def _state_variables(self) -> dict[str, tf.Variable]:
+    @staticmethod
+    def stats(terms, learning_rate, applied):
+        """The step's figures in STATS order, then 1.0 if it was applied, as one vector."""
+        return ops.stack([ops.cast(terms[name], "float32") if name in terms
+                          else ops.cast(learning_rate, "float32") for name in STATS]
+                         + [ops.cast(applied, "float32")])
+
+    def _state(self) -> tuple[list, list, list]:
+        """The Keras variables the step reads and writes: trainable, non-trainable,
+        optimizer."""
+        return (self.model.trainable_variables, self.model.non_trainable_variables,
+                self.optimizer.variables)
+
+    def _state_variables(self) -> dict:
         named = {}
         for index, variable in enumerate(self.model.weights):
             named[f"model.{index:04d}"] = variable
-        for index, variable in enumerate(self.optimizer.variables):
+        saved = [variable for index, variable in enumerate(self.optimizer.variables)
+                 if index != self._rate_index]
+        for index, variable in enumerate(saved):
             named[f"optimizer.{index:04d}"] = variable
-        named["trainer.step"] = self._step
-        named["trainer.skipped_steps"] = self._skipped_steps
         return named
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The whole training state as NumPy copies: model weights (batch-norm statistics
-        included), optimizer variables (momentum, iteration count) and the step counters.
-
-        Keys are `model.NNNN`, `optimizer.NNNN` (in the model's and the optimizer's variable
-        order), `trainer.step`, `trainer.skipped_steps`: safe as `np.savez` names.
-        """
-        return {name: np.array(variable.numpy())
-                for name, variable in self._state_variables().items()}
+        """The whole training state as NumPy copies (module docstring: the keys)."""
+        state = {name: np.array(variable.numpy())
+                 for name, variable in self._state_variables().items()}
+        state["trainer.step"] = np.array(self._step, np.int64)
+        state["trainer.skipped_steps"] = np.array(self._skipped_steps, np.int64)
+        return state
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Restore a `state_dict()` (e.g. an `np.load`ed .npz) exactly; all or nothing."""
-        _assign_all(self._state_variables(), state)
+        counters = ("trainer.step", "trainer.skipped_steps")
+        _assign_all(self._state_variables(),
+                    {name: array for name, array in state.items() if name not in counters},
+                    required=[name for name in counters if name not in state])
+        self._step = int(np.asarray(state["trainer.step"]))
+        self._skipped_steps = int(np.asarray(state["trainer.skipped_steps"]))
         weights_changed(self.model)
 
     def load_model_weights(self, state: Mapping[str, np.ndarray]) -> None:
@@ -312,9 +324,96 @@ class Trainer:
         weights_changed(self.model)
 
 
-def _assign_all(variables: Mapping[str, tf.Variable], state: Mapping[str, np.ndarray]) -> None:
-    """Assign state[name] to every variable, after checking that names and shapes all match."""
-    missing = sorted(set(variables) - set(state))
+def _compile_tensorflow(trainer: Trainer):
+    """The step as one `tf.function` of fixed input signature: the forward pass on the
+    variables' values under a tape, and, where all is finite, the optimizer's `apply` (Keras'
+    TensorFlow optimizer has no stateless form) and the new batch-norm statistics assigned."""
+    from architectures.quiet_tensorflow import load_tensorflow
+    tf = load_tensorflow()
+    trainable, non_trainable, optimizer_variables = trainer._state()
+
+    def step(planes, policy, value, ownership, score, final, reply, learning_rate):
+        trainer._traces += 1
+        current = [variable.value for variable in trainable]
+        statistics = [variable.value for variable in non_trainable]
+        batch = (planes, policy, value, ownership, score, final, reply)
+        with tf.GradientTape() as tape:
+            tape.watch(current)
+            total, (terms, new_statistics) = trainer.forward(current, statistics, batch)
+        gradients = tape.gradient(total, current)
+        finite = trainer.all_finite(total, gradients, new_statistics)
+
+        def apply():
+            optimizer_variables[trainer._rate_index].assign(learning_rate)
+            trainer.optimizer.apply(gradients, trainable)
+            for variable, fresh in zip(non_trainable, new_statistics):
+                variable.assign(fresh)
+            return tf.constant(True)
+
+        applied = tf.cond(finite, apply, lambda: tf.constant(False))
+        return trainer.stats(terms, learning_rate, applied)
+
+    batch, n, moves = trainer.batch_size, trainer.board_size, trainer.num_actions
+    compiled = tf.function(step, autograph=False, input_signature=[
+        tf.TensorSpec((batch, n, n, trainer.input_planes), tf.float32),
+        tf.TensorSpec((batch, moves), tf.float32),
+        tf.TensorSpec((batch,), tf.float32),
+        tf.TensorSpec((batch, n, n), tf.float32),
+        tf.TensorSpec((batch,), tf.float32),
+        tf.TensorSpec((batch,), tf.float32),
+        tf.TensorSpec((batch, moves), tf.float32),
+        tf.TensorSpec((), tf.float32),
+    ])
+    return lambda batch_arrays, rate: compiled(*batch_arrays, rate).numpy()
+
+
+def _compile_jax(trainer: Trainer):
+    """The step as one `jax.jit` of the state's values: `jax.value_and_grad` of the forward
+    pass, the optimizer's `stateless_apply`, and the old values kept where anything is not
+    finite; the new values are assigned to the Keras variables after it."""
+    import jax
+    variables = trainer._state()
+
+    def step(trainable, non_trainable, optimizer_values, batch, learning_rate):
+        trainer._traces += 1
+        (total, (terms, new_statistics)), gradients = jax.value_and_grad(
+            lambda values: trainer.forward(values, non_trainable, batch), has_aux=True)(
+                list(trainable))
+        finite = trainer.all_finite(total, gradients, new_statistics)
+        optimizer_values = list(optimizer_values)
+        optimizer_values[trainer._rate_index] = ops.cast(
+            learning_rate, optimizer_values[trainer._rate_index].dtype)
+        new_trainable, new_optimizer = trainer.optimizer.stateless_apply(
+            optimizer_values, gradients, list(trainable))
+
+        def kept(new, old):
+            return [ops.where(finite, fresh, stale) for fresh, stale in zip(new, old)]
+
+        return (kept(new_trainable, trainable), kept(new_statistics, non_trainable),
+                kept(new_optimizer, optimizer_values),
+                trainer.stats(terms, learning_rate, finite))
+
+    compiled = jax.jit(step)
+
+    def run(batch_arrays, rate):
+        current = [[variable.value for variable in group] for group in variables]
+        *new, stats = compiled(*current, tuple(batch_arrays), rate)
+        for group, values in zip(variables, new):
+            for variable, fresh in zip(group, values):
+                variable.assign(fresh)
+        return np.asarray(stats)
+
+    return run
+
+
+_COMPILERS = {"tensorflow": _compile_tensorflow, "jax": _compile_jax}
+
+
+def _assign_all(variables: Mapping, state: Mapping[str, np.ndarray],
+                required: Sequence[str] = ()) -> None:
+    """Assign state[name] to every variable, after checking that names and shapes all match
+    (`required`: further names the state lacks, reported with the others)."""
+    missing = sorted(set(variables) - set(state)) + list(required)
     unexpected = sorted(set(state) - set(variables))
     if missing or unexpected:
         raise ValueError(

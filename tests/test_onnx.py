@@ -10,7 +10,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from architectures import CompiledNet, Trainer, build_model  # noqa: E402
-from architectures.inference import weights_changed  # noqa: E402
+from architectures.weights_version import weights_changed  # noqa: E402
 from architectures.onnx_export import keras_weights, onnx_model  # noqa: E402
 from float_tolerance import (accumulation_depths, assert_head_close,  # noqa: E402
                              assert_same_net_answers, model_shape, trunk_depth)

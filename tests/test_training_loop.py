@@ -1053,7 +1053,7 @@ def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iterati
 def assert_answers_as(grown, grown_planes, source, planes):
     """`grown` answers `grown_planes` as `source` answers `planes`, through the Keras model
     and through the folded inference graph the search uses."""
-    from architectures.resnet import inference_forward
+    from architectures.inference import inference_forward
     for outputs in ((grown(grown_planes, training=False), source(planes, training=False)),
                     (inference_forward(grown, grown_planes), inference_forward(source, planes))):
         assert_outputs_close(*outputs, model_shape(grown))

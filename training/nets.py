@@ -370,7 +370,7 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
     features() appends (extra_features, komi_input: `inputs` are the source's and the
     target's configs), whose kernel weights are zero, so they change nothing until trained;
     and `target` may be wider (more filters: `_widened`)."""
-    from architectures.inference import weights_changed  # deferred with TensorFlow
+    from architectures.weights_version import weights_changed
     from architectures.resnet import (AUX_HEAD_LAYERS, REPLY_HEAD_LAYERS, STEM_CONV,
                                       block_layers, make_block_identity)
     layers = {layer.name: layer for layer in source.layers}

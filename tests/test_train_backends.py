@@ -1,0 +1,140 @@
+"""One training step for every Keras backend (architectures/train_step.py): from the same
+weights and batches, TensorFlow and JAX take the same steps (the same losses, the same new
+weights, optimizer state and batch-norm statistics, to the round-off of the sums), skip the
+same non-finite batch, follow the same learning-rate schedule, and a checkpoint written
+under one backend resumes under the other. Keras' backend is fixed per process, so each
+backend trains in a process of its own (side by side)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from float_tolerance import accumulation_depths, gamma
+from training.config import PRESETS
+from training.nets import build_trainer
+
+pytest.importorskip("jax", reason="JAX is the second backend")
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = ("planes", "policy", "value", "ownership", "score", "final", "reply")
+# One trainer on JAX runs jobs (state in, steps, state out), printing each job's figures.
+DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from training.config import Config
+from training.nets import build_trainer
+config_path, batches_path, *jobs = sys.argv[2:]
+trainer = build_trainer(Config.from_json(open(config_path).read()))
+batches = dict(np.load(batches_path))
+for state_path, steps, out_path in zip(jobs[::3], jobs[1::3], jobs[2::3]):
+    trainer.load_state_dict(dict(np.load(state_path)))
+    stats = [trainer.train_step(*[batches[f"{name}{k}"] for name in %r])
+             for k in range(int(steps))]
+    np.savez(out_path, **trainer.state_dict())
+    print(json.dumps({"backend": trainer.backend, "stats": stats, "step": trainer.step,
+                      "skipped": trainer.skipped_steps}))
+""" % (TARGETS,)
+CONFIG = PRESETS["tiny"].overridden(aux_heads=True, reply_head=True, train_batch_size=8,
+                                    learning_rates=((0, 0.02), (2, 0.01)))
+STEPS = 4          # the schedule drops the rate at step 2; batch 2 holds a NaN
+
+
+def write_batches(path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n, batch, moves = CONFIG.board_size, CONFIG.train_batch_size, CONFIG.num_actions
+    arrays = {}
+    for k in range(STEPS):
+        planes = rng.integers(0, 2, (batch, n, n, CONFIG.input_planes)).astype(np.float32)
+        if k == 2:
+            planes[0, 0, 0, 0] = np.nan
+        reply = rng.dirichlet(np.ones(moves), batch).astype(np.float32)
+        reply[0] = 0                   # a game's last position: no reply target
+        arrays.update({
+            f"planes{k}": planes,
+            f"policy{k}": rng.dirichlet(np.ones(moves), batch).astype(np.float32),
+            f"value{k}": rng.choice([-1.0, 1.0], batch).astype(np.float32),
+            f"ownership{k}": rng.integers(-1, 2, (batch, n, n)).astype(np.float32),
+            f"score{k}": rng.normal(0, 0.3, batch).astype(np.float32),
+            f"final{k}": (rng.random(batch) < 0.7).astype(np.float32),
+            f"reply{k}": reply})
+    np.savez(path, **arrays)
+
+
+def train_here(state: dict, batches: dict, steps: int) -> tuple[dict, dict]:
+    """This process's backend (TensorFlow) from `state`: (figures, state after)."""
+    trainer = build_trainer(CONFIG)
+    trainer.load_state_dict(state)
+    stats = [trainer.train_step(*[batches[f"{name}{k}"] for name in TARGETS])
+             for k in range(steps)]
+    return ({"backend": trainer.backend, "stats": stats, "step": trainer.step,
+             "skipped": trainer.skipped_steps}, trainer.state_dict())
+
+
+def assert_same_training(a: dict, b: dict, before: dict, applied_steps: int) -> None:
+    """Two backends' states after the same steps from `before` agree within round-off: each
+    variable's difference at most `applied_steps` times gamma(n) of its largest change, n the
+    products a gradient sums (the batch's points, and the forward and backward passes'
+    depth), plus the rounding of the values themselves."""
+    assert sorted(a) == sorted(b)
+    points = CONFIG.train_batch_size * CONFIG.board_size ** 2
+    bound = applied_steps * gamma(points + 2 * max(accumulation_depths(CONFIG)))
+    for name in a:
+        if name.startswith("trainer.") or a[name].dtype.kind in "iu":
+            assert np.array_equal(a[name], b[name]), name     # counters
+            continue
+        got, want = a[name].astype(np.float64), b[name].astype(np.float64)
+        change = np.abs(want - before[name]).max(initial=0)
+        allowed = bound * change + 4 * np.finfo(np.float32).eps * np.abs(want).max(initial=0)
+        worst = np.abs(got - want).max(initial=0)
+        assert worst <= allowed, f"{name}: differs by {worst:.3g}, bound {allowed:.3g}"
+
+
+def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoints(tmp_path):
+    (tmp_path / "config.json").write_text(CONFIG.to_json())
+    write_batches(tmp_path / "batches.npz")
+    batches = dict(np.load(tmp_path / "batches.npz"))
+    start = build_trainer(CONFIG).state_dict()
+    np.savez(tmp_path / "start.npz", **start)
+    tf_figures, tf_state = train_here(start, batches, STEPS)
+    np.savez(tmp_path / "tf.npz", **tf_state)
+    # JAX in a process of its own: the same steps from the start, then on from TensorFlow's
+    # checkpoint (one trainer, so one compilation).
+    jax_run = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(ROOT), str(tmp_path / "config.json"),
+         str(tmp_path / "batches.npz"), str(tmp_path / "start.npz"), str(STEPS),
+         str(tmp_path / "jax.npz"), str(tmp_path / "tf.npz"), "1", str(tmp_path / "jax_on.npz")],
+        env={**os.environ, "KERAS_BACKEND": "jax"}, capture_output=True, text=True,
+        timeout=600)
+    assert jax_run.returncode == 0, jax_run.stderr
+    jax_figures, jax_on_figures = (json.loads(line)
+                                   for line in jax_run.stdout.strip().splitlines()[-2:])
+    jax_state = dict(np.load(tmp_path / "jax.npz"))
+
+    assert (tf_figures["backend"], jax_figures["backend"]) == ("tensorflow", "jax")
+    for figures in (tf_figures, jax_figures):
+        assert figures["step"] == STEPS and figures["skipped"] == 1
+        assert [s["skipped"] for s in figures["stats"]] == [False, False, True, False]
+        assert [s["learning_rate"] for s in figures["stats"]] == pytest.approx(
+            [0.02, 0.02, 0.01, 0.01])
+    depth = max(accumulation_depths(CONFIG))
+    for tf_step, jax_step in zip(tf_figures["stats"], jax_figures["stats"]):
+        assert set(tf_step) == set(jax_step) >= {"loss_ownership", "loss_score", "loss_reply"}
+        for name, value in tf_step.items():
+            if name != "skipped" and np.isfinite(value):
+                # Same weights going in differ by earlier steps' round-off at most.
+                assert abs(value - jax_step[name]) <= (
+                    STEPS * gamma(depth) * max(1.0, abs(value))), name
+    assert_same_training(jax_state, tf_state, start, applied_steps=STEPS - 1)
+
+    # Each backend's checkpoint, resumed by the other, trains on as its own backend would.
+    _, tf_on = train_here(jax_state, batches, 1)           # TensorFlow on from JAX's
+    assert jax_on_figures["step"] == STEPS + 1 and int(tf_on["trainer.step"]) == STEPS + 1
+    assert_same_training(tf_on, dict(np.load(tmp_path / "jax_on.npz")), start,
+                         applied_steps=STEPS)
