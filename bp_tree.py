@@ -154,15 +154,23 @@ class TrainingLoop:
             log(f"self-play from {', '.join(map(str, selfplay_from))}: "
                 f"{self.stored.remaining:,} of {self.stored.total:,} stored positions to train on "
                 f"before the loop's own self-play")
-        self.tensorboard = TensorBoard(run)
+        self.tensorboard = TensorBoard(run, log)
 
     def _compiled_net(self):
-        """The trainer's net as matches (and self-play off the CUDA rules) play it. Eight
-        compiled batch shapes: search steps often come up short of a full batch (selections
-        ending on finished games need no net), and padding them to the full batch cost about
-        a fifth of the net's time (bench_selfplay.py)."""
+        """The trainer's net as matches (and self-play off the CUDA rules) play it. On
+        TensorFlow a CompiledNet over the trainer's model, with eight compiled batch shapes:
+        search steps often come up short of a full batch (selections ending on finished games
+        need no net), and padding them to the full batch cost about a fifth of the net's time
+        (bench_selfplay.py). On another Keras backend (JAX) ONNX Runtime's graph of the
+        trainer's weights, loaded anew after each training phase (`_publish`)."""
+        learner = self.learner
+        if learner.trainer.backend != "tensorflow":
+            from architectures.array_net import keras_named_weights
+            from architectures.onnx_net import OnnxNet
+            return OnnxNet(keras_named_weights(learner.trainer.model), learner.config.board_size,
+                           learner.config.input_planes, batch_size=learner.config.num_games)
         from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
-        return CompiledNet(self.learner.trainer.model, self.learner.config.num_games, shapes=8)
+        return CompiledNet(learner.trainer.model, learner.config.num_games, shapes=8)
 
     def _local_selfplay(self, iteration: int) -> SelfPlay:
         config = self.learner.config
@@ -242,9 +250,13 @@ class TrainingLoop:
             self.selfplay.publish(self.learner.trainer.model.get_weights(), iteration)
             return
         self.selfplay.weights_version = iteration
-        if self.device_net is not None:
+        if self.device_net is not None or self.learner.trainer.backend != "tensorflow":
             from architectures.array_net import keras_named_weights
-            self.device_net.load(keras_named_weights(self.learner.trainer.model))
+            weights = keras_named_weights(self.learner.trainer.model)
+            if self.device_net is not None:
+                self.device_net.load(weights)
+            if self.learner.trainer.backend != "tensorflow":
+                self.net.load(weights)
 
     def _follow_schedule(self, before: int, iteration: int) -> list[str]:
         """The schedule's events since `before` (training/schedule_following.py), and the nets
@@ -260,6 +272,11 @@ class TrainingLoop:
         return changes
 
 
+DESCRIPTION = ("Train a Go net by batched self-play. The net trains on Keras' backend: "
+               "TensorFlow by default, JAX with the environment variable KERAS_BACKEND=jax "
+               "(what a GPU machine without TensorFlow trains with).")
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--selfplay-from", default=None, metavar="DIR[,DIR...]",
                         type=lambda text: [Path(part) for part in text.split(",") if part],
@@ -268,20 +285,38 @@ def add_arguments(parser) -> None:
                              "across restarts), then go on with the loop's own self-play")
 
 
+def prepare_jax(config: Config) -> None:
+    """Where Keras trains on JAX (KERAS_BACKEND=jax): JAX starts before anything loads CUDA
+    (CuPy's rules and the self-play net share the card with it), without taking most of the
+    card up front as it does by default, and it must run where the rules do: JAX falls back
+    to the CPU without a word when its CUDA plugin is missing. RuntimeError (one line) when
+    the rules run on a GPU that JAX does not see."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
+        return
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+    if resolve_backend(config.backend) == "cuda" and jax.default_backend() != "gpu":
+        raise RuntimeError(f"KERAS_BACKEND=jax, but JAX runs on {jax.default_backend()}, not "
+                           f"on the GPU the rules use (is its CUDA plugin installed?)")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--progress"]:
-        _, args = Config.from_args(argv[1:], add_arguments=add_arguments)
+        _, args = Config.from_args(argv[1:], add_arguments=add_arguments,
+                                   description=DESCRIPTION)
         iterations = RunDirectory(resolve_run_path(args.run)).checkpoint_iterations()
         print(iterations[-1] if iterations else 0)
         return 0
-    config, args = Config.from_args(argv, add_arguments=add_arguments)
+    config, args = Config.from_args(argv, add_arguments=add_arguments,
+                                    description=DESCRIPTION)
     # The preset and the command line, before a warm start's shape is taken: where a warm
     # start enters the schedule is measured against the schedule's own nets (a config that
     # took the source's 8 blocks would find every position as grown as the source).
     asked = config
     command = shlex.join(["bp_tree.py", *argv])
     try:
+        prepare_jax(config)
         resolve_backend(config.backend)   # a missing GPU is refused before anything is touched
         if args.selfplay_from:
             chunk_files(args.selfplay_from)   # a directory without chunks: refused here
@@ -296,7 +331,7 @@ def main(argv=None) -> int:
     loop = None
     try:
         # The lock and the run directory come first: their refusals need no TensorFlow, which
-        # takes seconds to load (describe_devices and TrainingLoop load it).
+        # takes seconds to load (TrainingLoop loads it).
         run.lock()
         schedule_start = 0
         try:
@@ -325,10 +360,11 @@ def main(argv=None) -> int:
         except ValueError as error:
             log(f"bp_tree: {error}")
             return EXIT_REFUSED
-        devices = describe_devices(config)
         colorama.just_fix_windows_console()
         loop = TrainingLoop(config, run, init_from=args.init_from, command=command,
                             schedule_start=schedule_start, selfplay_from=args.selfplay_from)
+        devices = (f"{describe_devices(config, loop.net)}; "
+                   f"training: {loop.learner.trainer.device}")
         now, counters = loop.learner.config, loop.learner.counters
         log(f"run {run.path}: {now.board_size}x{now.board_size}, net {now.blocks}x{now.filters}, "
             f"{now.simulations} simulations, {now.num_games} games at once"

@@ -48,7 +48,7 @@ def load_tensorflow():
     later calls return the loaded module."""
     if "tensorflow" in sys.modules or not _hides_info():
         import tensorflow
-        return tensorflow
+        return _growing(tensorflow)
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
@@ -66,4 +66,15 @@ def load_tensorflow():
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
+    return _growing(tensorflow)
+
+
+def _growing(tensorflow):
+    """TensorFlow takes GPU memory as it needs it, not the whole card at its first operation:
+    the CUDA rules (CuPy's pool) and the self-play net share the card with it."""
+    for gpu in tensorflow.config.list_physical_devices("GPU"):
+        try:
+            tensorflow.config.experimental.set_memory_growth(gpu, True)
+        except RuntimeError:       # the GPU was already initialised: growth is set or too late
+            pass
     return tensorflow

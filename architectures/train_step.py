@@ -136,6 +136,19 @@ class Trainer:
         return self._skipped_steps
 
     @property
+    def device(self) -> str:
+        """Where the step runs, for start-up lines: "TensorFlow on the CPU", "JAX on H100"..."""
+        if self.backend == "jax":
+            import jax
+            device = jax.devices()[0]
+            where = "the CPU" if device.platform == "cpu" else device.device_kind
+        else:
+            from architectures.quiet_tensorflow import load_tensorflow
+            gpus = load_tensorflow().config.list_physical_devices("GPU")
+            where = "the GPU" if gpus else "the CPU"
+        return f"{'JAX' if self.backend == 'jax' else 'TensorFlow'} on {where}"
+
+    @property
     def tracing_count(self) -> int:
         """How often the step was traced (compiled): 0 before the first step, then 1 for the
         trainer's life."""

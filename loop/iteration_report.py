@@ -83,14 +83,24 @@ def write_sgf_samples(run: RunDirectory, config: Config, iteration: int, games) 
 
 
 class TensorBoard:
-    """The run's TensorBoard log: each record's numbers as scalars at its train step."""
+    """The run's TensorBoard log: each record's numbers as scalars at its train step. It is
+    written with TensorFlow's summary writer; where TensorFlow is not installed (a GPU machine
+    that trains with JAX) there is none, said once, and metrics.jsonl holds every figure."""
 
-    def __init__(self, run: RunDirectory):
+    def __init__(self, run: RunDirectory, log=print):
         from architectures.quiet_tensorflow import load_tensorflow  # once the run is prepared
-        self.tf = tf = load_tensorflow()
+        try:
+            self.tf = tf = load_tensorflow()
+        except ImportError:
+            log("no TensorBoard log: TensorFlow is not installed (metrics.jsonl has every "
+                "figure)")
+            self.writer = None
+            return
         self.writer = tf.summary.create_file_writer(str(run.tensorboard))
 
     def write(self, record: dict) -> None:
+        if self.writer is None:
+            return
         with self.writer.as_default(step=record["train_steps"]):
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "iteration":

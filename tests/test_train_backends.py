@@ -138,3 +138,30 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
     assert jax_on_figures["step"] == STEPS + 1 and int(tf_on["trainer.step"]) == STEPS + 1
     assert_same_training(tf_on, dict(np.load(tmp_path / "jax_on.npz")), start,
                          applied_steps=STEPS)
+
+
+def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp_path):
+    """bp_tree.py with KERAS_BACKEND=jax where TensorFlow cannot be imported (as on the GPU
+    machines): the loop self-plays, trains, plays its matches and checkpoints; a TensorFlow
+    process then resumes the run from that checkpoint."""
+    run = tmp_path / "run"
+    no_tensorflow = ("import runpy, sys; sys.modules['tensorflow'] = None; "
+                     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    common = ["--run", str(run), "--preset", "tiny", "--positions_per_iteration", "64",
+              "--eval_games_random", "2"]
+    jax_run = subprocess.run([sys.executable, "-c", no_tensorflow, str(ROOT / "bp_tree.py"),
+                              *common, "--iterations", "1"],
+                             env={**os.environ, "KERAS_BACKEND": "jax"}, capture_output=True,
+                             text=True, timeout=600)
+    assert jax_run.returncode == 0, jax_run.stderr
+    assert "training: JAX on the CPU" in jax_run.stderr
+    assert "no TensorBoard log: TensorFlow is not installed" in jax_run.stderr
+    first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(first) == 1 and first[0]["train_steps"] > 0 and "loss_policy" in first[0]
+    tf_run = subprocess.run([sys.executable, str(ROOT / "bp_tree.py"), *common,
+                             "--iterations", "2"], capture_output=True, text=True, timeout=600)
+    assert tf_run.returncode == 0, tf_run.stderr
+    assert "training: TensorFlow on the CPU" in tf_run.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [1, 2]
+    assert records[1]["train_steps"] > records[0]["train_steps"]
