@@ -215,7 +215,9 @@ class TrainingLoop:
                                                     "weights_version": batch.weights_version})
         learner.buffer.add(*targets)
 
+        steps_before, training_started = counters["train_steps"], time.perf_counter()
         losses = learner.train(batch.positions, iteration, self.rng)
+        train_seconds = time.perf_counter() - training_started
         self._publish(iteration)
         evaluation = random_match(config, self.net, iteration)
         write_sgf_samples(run, config, iteration, batch.games)
@@ -230,6 +232,11 @@ class TrainingLoop:
         if config.workers:
             record.update(self.selfplay.last_metrics)
         record.update(losses)
+        record.update(selfplay_seconds=round(batch.seconds, 3),
+                      train_seconds=round(train_seconds, 3),
+                      train_samples_per_s=round(
+                          (counters["train_steps"] - steps_before) * config.train_batch_size
+                          / max(train_seconds, 1e-9), 1))
         if config.resign_threshold > -1 and batch.playthrough_resignations:
             record["false_resign_rate"] = batch.false_resignations / batch.playthrough_resignations
         record.update(rated_evaluations(config, self.net, counters, run, iteration, log))

@@ -64,7 +64,7 @@ BACKENDS = ("tensorflow", "onnxruntime")
 DEFAULT_BACKEND = "onnxruntime"
 
 
-def inference_forward(model: "keras.Model", planes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def inference_forward(model, planes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """`model(planes, training=False)` for a `build_model` net, batch norms folded.
 
     Returns (policy_logits (B, N*N+1), value (B, 1)). For use inside a `tf.function`. Each

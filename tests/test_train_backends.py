@@ -6,6 +6,7 @@ under one backend resumes under the other. Keras' backend is fixed per process, 
 backend trains in a process of its own (side by side)."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +21,12 @@ from training.config import PRESETS
 from training.nets import build_trainer
 
 pytest.importorskip("jax", reason="JAX is the second backend")
+# This process trains on TensorFlow in the tests that hold JAX to it (skipped on a GPU
+# machine without TensorFlow, where KERAS_BACKEND=jax).
+NEEDS_TENSORFLOW = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None
+    or os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow",
+    reason="TensorFlow is not this process's Keras backend")
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("planes", "policy", "value", "ownership", "score", "final", "reply")
@@ -96,6 +103,7 @@ def assert_same_training(a: dict, b: dict, before: dict, applied_steps: int) -> 
         assert worst <= allowed, f"{name}: differs by {worst:.3g}, bound {allowed:.3g}"
 
 
+@NEEDS_TENSORFLOW
 def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoints(tmp_path):
     (tmp_path / "config.json").write_text(CONFIG.to_json())
     write_batches(tmp_path / "batches.npz")
@@ -140,6 +148,7 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
                          applied_steps=STEPS)
 
 
+@NEEDS_TENSORFLOW
 def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp_path):
     """bp_tree.py with KERAS_BACKEND=jax where TensorFlow cannot be imported (as on the GPU
     machines): the loop self-plays, trains, plays its matches and checkpoints; a TensorFlow
@@ -165,3 +174,31 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == [1, 2]
     assert records[1]["train_steps"] > records[0]["train_steps"]
+
+
+def jax_has_a_gpu() -> bool:
+    import jax
+    return jax.default_backend() == "gpu"
+
+
+@pytest.mark.skipif(not jax_has_a_gpu(), reason="JAX sees no GPU")
+def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):
+    """The step JAX compiles for the GPU against the same step on JAX's CPU, at the highest
+    matmul precision (the loop may train in TF32; this checks the arithmetic is the same)."""
+    (tmp_path / "config.json").write_text(CONFIG.to_json())
+    write_batches(tmp_path / "batches.npz")
+    start = build_trainer(CONFIG).state_dict()
+    np.savez(tmp_path / "start.npz", **start)
+    states = {}
+    for platform in ("gpu", "cpu"):
+        out = tmp_path / f"{platform}.npz"
+        result = subprocess.run(
+            [sys.executable, "-c", DRIVER, str(ROOT), str(tmp_path / "config.json"),
+             str(tmp_path / "batches.npz"), str(tmp_path / "start.npz"), str(STEPS), str(out)],
+            env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": platform,
+                 "JAX_DEFAULT_MATMUL_PRECISION": "highest",
+                 "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+            capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"{platform}: {result.stderr}"
+        states[platform] = dict(np.load(out))
+    assert_same_training(states["gpu"], states["cpu"], start, applied_steps=STEPS - 1)

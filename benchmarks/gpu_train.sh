@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The whole loop on one GPU, in one call on a machine with an NVIDIA GPU, CuPy and JAX but no
+# TensorFlow: self-play on the CUDA rules with the array net on the GPU, training with Keras
+# on JAX on the same card (KERAS_BACKEND=jax), for a set number of minutes; then what a later
+# run needs to go on is copied to $OUT (each file well under 16 MiB) and the loop's figures
+# are printed.
+#
+#   benchmarks/gpu_train.sh fetch
+#       here, where pip reaches PyPI: the wheels the GPU machine lacks (Keras and the two of
+#       its needs that the image has not, and sgfmill) into .whl/, for Python 3.12 there
+#       (.git/info/exclude keeps .whl/ out of git; the device call carries it).
+#   benchmarks/gpu_train.sh run MINUTES [bp_tree.py arguments]
+#       on the GPU machine: installs the wheels, builds the extensions, runs the GPU tests,
+#       then the loop for MINUTES (SIGTERM then: the iteration in flight is dropped, every
+#       complete one is kept). Without arguments a new run of the `9x9` preset from zero;
+#       `--init-from models/9x9.npz` (or a checkpoint or model file brought back from an
+#       earlier call) goes on from there, as a new run; `--run DIR` names the run (default
+#       runs/gpu_train; a fresh one each call, so the figures are the call's).
+#
+# Every run leaves a model: run/model.npz is rewritten at each checkpoint, so the loop's
+# iterations are sized to complete in about a minute (GPU_POSITIONS positions each).
+# Figures: self-play positions/s, training samples/s, each one's share of wall time, and
+# positions per GPU-minute, from the run's metrics.jsonl.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
+PY=${PYTHON:-python3}
+
+fetch() {
+    mkdir -p .whl
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+    for wheel in "${WHEELS[@]}"; do
+        python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+            --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$wheel" \
+            || { echo "gpu_train.sh: could not download $wheel" >&2; exit 1; }
+    done
+    ls -l .whl
+}
+
+run() {
+    local minutes=${1:?"gpu_train.sh run MINUTES [bp_tree.py arguments]"}
+    shift
+    OUT=${OUT:-/tmp/gpu_train}
+    mkdir -p "$OUT"
+    export PYTHONUNBUFFERED=1
+    local started
+    started=$(date +%s)
+    stage() { echo "=== $1 (at $(( $(date +%s) - started )) s)"; }
+
+    stage "device"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+    stage "wheels"
+    ls .whl/*.whl >/dev/null 2>&1 || { echo "gpu_train.sh: no .whl/ (run 'gpu_train.sh fetch' here and carry .whl)" >&2; exit 1; }
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=2
+    "$PY" -c "import jax, keras, cupy; print('JAX', jax.__version__, jax.devices(), '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" | tee -a "$OUT/device.txt"
+
+    stage "build"
+    "$PY" setup.py --quiet build_ext --inplace 2>&1 | grep -v "^$" | tail -5
+
+    stage "GPU tests"
+    timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_array_net.py \
+        tests/test_cuda_kernels.py tests/test_train_backends.py 2>&1 | tee "$OUT/tests.log" \
+        | grep -v "^$" | tail -15
+
+    local run_dir=runs/gpu_train
+    local args=("$@")
+    for ((i = 0; i < ${#args[@]}; i++)); do
+        [ "${args[$i]}" = "--run" ] && run_dir=${args[$((i + 1))]}
+    done
+    case " $* " in *" --run "*) ;; *) set -- --run "$run_dir" "$@" ;; esac
+    case " $* " in *" --preset "*|*" --init-from "*) ;; *) set -- --preset 9x9 "$@" ;; esac
+    stage "the loop for $minutes minutes: bp_tree.py $*"
+    timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
+        --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-65536}" \
+        "$@" 2>&1 | tee "$OUT/loop.log"
+    echo "bp_tree.py exit status ${PIPESTATUS[0]} (143: stopped by the time limit, as planned)"
+
+    stage "results"
+    for file in model.npz metrics.jsonl config.json; do
+        [ -f "$run_dir/$file" ] && cp "$run_dir/$file" "$OUT/"
+    done
+    local newest
+    newest=$(ls "$run_dir"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1)
+    [ -n "$newest" ] && cp "$newest" "$OUT/checkpoint.npz"
+    ls -l "$OUT"
+    "$PY" - "$run_dir/metrics.jsonl" <<'EOF'
+import json, sys
+try:
+    records = [json.loads(line) for line in open(sys.argv[1])]
+except OSError:
+    sys.exit("no metrics.jsonl: no iteration completed")
+# A run of this call from its first iteration: the counters are this call's.
+wall, positions = records[-1]["wall_time_s"], records[-1]["positions"]
+selfplay = sum(r["selfplay_seconds"] for r in records)
+training = sum(r["train_seconds"] for r in records)
+samples = sum(r["train_samples_per_s"] * r["train_seconds"] for r in records)
+print(f"iterations {len(records)}, positions {positions:,}, wall {wall:.0f} s, "
+      f"net {records[-1].get('schedule_position', 0):,} positions into its schedule")
+print(f"self-play {positions / max(selfplay, 1e-9):,.0f} positions/s "
+      f"({selfplay / wall:.0%} of wall time); training {samples / max(training, 1e-9):,.0f} "
+      f"samples/s ({training / wall:.0%} of wall time)")
+print(f"positions per GPU-minute of the loop: {positions / (wall / 60):,.0f}")
+EOF
+    stage "done"
+}
+
+case "${1:-}" in
+    fetch) fetch ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments]" >&2; exit 2 ;;
+esac
