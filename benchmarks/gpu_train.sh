@@ -77,7 +77,7 @@ run() {
     timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
         --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-65536}" \
         "$@" 2>&1 | tee "$OUT/loop.log"
-    echo "bp_tree.py exit status ${PIPESTATUS[0]} (143: stopped by the time limit, as planned)"
+    echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
     stage "results"
     for file in model.npz metrics.jsonl config.json; do
@@ -100,8 +100,10 @@ training = sum(r["train_seconds"] for r in records)
 samples = sum(r["train_samples_per_s"] * r["train_seconds"] for r in records)
 print(f"iterations {len(records)}, positions {positions:,}, wall {wall:.0f} s, "
       f"net {records[-1].get('schedule_position', 0):,} positions into its schedule")
-print(f"self-play {positions / max(selfplay, 1e-9):,.0f} positions/s "
-      f"({selfplay / wall:.0%} of wall time); training {samples / max(training, 1e-9):,.0f} "
+moves = sum(r.get("selfplay_positions_per_s", 0) * r["selfplay_seconds"] for r in records)
+print(f"self-play {positions / max(selfplay, 1e-9):,.0f} kept positions/s "
+      f"({moves / max(selfplay, 1e-9):,.0f} moves/s with the fast searches), "
+      f"{selfplay / wall:.0%} of wall time; training {samples / max(training, 1e-9):,.0f} "
       f"samples/s ({training / wall:.0%} of wall time)")
 print(f"positions per GPU-minute of the loop: {positions / (wall / 60):,.0f}")
 EOF
