@@ -24,7 +24,7 @@ stage "build"
 "$PY" setup.py --quiet build_ext --inplace 2>&1 | grep -v "^$" | tail -5
 
 stage "GPU tests"
-timeout 240 "$PY" -m pytest -q -s -p no:cacheprovider tests/test_array_net.py \
+timeout 240 "$PY" -m pytest -q -s -n 0 -p no:cacheprovider tests/test_array_net.py \
     "tests/test_cuda_kernels.py::test_self_play_is_the_same_on_both_back_ends" \
     "tests/test_cuda_kernels.py::test_cpu_and_cuda_agree_on_random_games" \
     tests/test_gumbel.py 2>&1 | tee "$OUT/tests.log" | grep -v "^$" | tail -25

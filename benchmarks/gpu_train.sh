@@ -62,7 +62,7 @@ run() {
     "$PY" setup.py --quiet build_ext --inplace 2>&1 | grep -v "^$" | tail -5
 
     stage "GPU tests"
-    timeout 240 "$PY" -m pytest -q -p no:cacheprovider tests/test_array_net.py \
+    timeout 240 "$PY" -m pytest -q -n 0 -p no:cacheprovider tests/test_array_net.py \
         tests/test_cuda_kernels.py tests/test_train_backends.py 2>&1 | tee "$OUT/tests.log" \
         | grep -v "^$" | tail -15
 
