@@ -12,9 +12,11 @@
 #   benchmarks/gpu_train.sh run MINUTES [bp_tree.py arguments]
 #       on the GPU machine: installs the wheels, builds the extensions, runs the GPU tests,
 #       then the loop for MINUTES (SIGTERM then: the iteration in flight is dropped, every
-#       complete one is kept). Without arguments a new run of the `9x9` preset from zero;
-#       `--init-from models/9x9.npz` (or a checkpoint or model file brought back from an
-#       earlier call) goes on from there, as a new run; `--run DIR` names the run (default
+#       complete one is kept). The `9x9` preset unless --preset names another, as run.sh:
+#       without arguments a new run from zero; `--init-from models/9x9.npz --komi-input true
+#       --komi-spread 1.5 --komi-wide-share 0.2 --handicap-share 0.1` (the README's go-on
+#       command; or a checkpoint or model file brought back from an earlier call) goes on
+#       from there, as a new run; `--run DIR` names the run (default
 #       runs/gpu_train; a fresh one each call, so the figures are the call's).
 #
 # Every run leaves a model: run/model.npz is rewritten at each checkpoint, so the loop's
@@ -72,7 +74,7 @@ run() {
         [ "${args[$i]}" = "--run" ] && run_dir=${args[$((i + 1))]}
     done
     case " $* " in *" --run "*) ;; *) set -- --run "$run_dir" "$@" ;; esac
-    case " $* " in *" --preset "*|*" --init-from "*) ;; *) set -- --preset 9x9 "$@" ;; esac
+    case " $* " in *" --preset "*|*" --preset="*) ;; *) set -- --preset 9x9 "$@" ;; esac
     stage "the loop for $minutes minutes: bp_tree.py $*"
     timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
         --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-65536}" \
