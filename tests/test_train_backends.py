@@ -134,8 +134,12 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
     depth = max(accumulation_depths(CONFIG))
     for tf_step, jax_step in zip(tf_figures["stats"], jax_figures["stats"]):
         assert set(tf_step) == set(jax_step) >= {"loss_ownership", "loss_score", "loss_reply"}
+        if tf_step["skipped"]:
+            # A NaN in the planes: which losses come out NaN is the kernels' business (oneDNN's
+            # ReLU turns NaN into 0); both skipped the step, which is what matters.
+            continue
         for name, value in tf_step.items():
-            if name != "skipped" and np.isfinite(value):
+            if name != "skipped":
                 # Same weights going in differ by earlier steps' round-off at most.
                 assert abs(value - jax_step[name]) <= (
                     STEPS * gamma(depth) * max(1.0, abs(value))), name
