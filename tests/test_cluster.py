@@ -31,7 +31,7 @@ def game_fingerprints(chunk: dict) -> list[bytes]:
 
 # Enough iterations after the kill for Ray's control service to see the death on a loaded
 # machine: with 3, iterations 2-3 once ended on the surviving actor's games first.
-ITERATIONS = 3
+ITERATIONS = 5
 
 
 def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
