@@ -131,6 +131,7 @@ class TrainingLoop:
             raise SystemExit(EXIT_REFUSED) from None
         config, counters = learner.config, learner.counters
         self.net = self._compiled_net()
+        self.device_net = None       # the CUDA self-play net (_selfplay_net), if any
         if command:
             counters["commands"] = [*counters.get("commands", []), command]
         iteration = counters["iteration"]
@@ -252,18 +253,20 @@ class TrainingLoop:
         return record
 
     def _publish(self, iteration: int) -> None:
-        """The weights are now version `iteration`: actors get them at their next call."""
+        """The weights are now version `iteration`: actors get them at their next call, the
+        nets that hold a copy of them (the CUDA self-play net; the matches' net off
+        TensorFlow) get them now. A CompiledNet reads the trainer's variables itself."""
+        model = self.learner.trainer.model
         if self.learner.config.workers:
-            self.selfplay.publish(self.learner.trainer.model.get_weights(), iteration)
-            return
-        self.selfplay.weights_version = iteration
-        if self.device_net is not None or self.learner.trainer.backend != "tensorflow":
+            self.selfplay.publish(model.get_weights(), iteration)
+        else:
+            self.selfplay.weights_version = iteration
+        copies = [net for net in (self.device_net, self.net) if hasattr(net, "load")]
+        if copies:
             from architectures.array_net import keras_named_weights
-            weights = keras_named_weights(self.learner.trainer.model)
-            if self.device_net is not None:
-                self.device_net.load(weights)
-            if self.learner.trainer.backend != "tensorflow":
-                self.net.load(weights)
+            weights = keras_named_weights(model)
+            for net in copies:
+                net.load(weights)
 
     def _follow_schedule(self, before: int, iteration: int) -> list[str]:
         """The schedule's events since `before` (training/schedule_following.py), and the nets

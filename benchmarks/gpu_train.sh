@@ -61,19 +61,34 @@ run() {
     "$PY" -c "import jax, keras, cupy; print('JAX', jax.__version__, jax.devices(), '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" | tee -a "$OUT/device.txt"
 
     stage "build"
-    "$PY" setup.py --quiet build_ext --inplace 2>&1 | grep -v "^$" | tail -5
+    "$PY" setup.py --quiet build_ext --inplace > "$OUT/build.log" 2>&1 \
+        || { tail -20 "$OUT/build.log"; echo "gpu_train.sh: the build failed" >&2; exit 1; }
 
     stage "GPU tests"
     timeout 240 "$PY" -m pytest -q -n 0 -p no:cacheprovider tests/test_array_net.py \
         tests/test_cuda_kernels.py tests/test_train_backends.py 2>&1 | tee "$OUT/tests.log" \
         | grep -v "^$" | tail -15
 
-    local run_dir=runs/gpu_train
+    # The run this call trains: --run DIR or --run=DIR, else runs/gpu_train. It starts fresh
+    # (a warm machine keeps ignored folders between calls), so the figures are this call's.
+    local run_dir="" given
     local args=("$@")
     for ((i = 0; i < ${#args[@]}; i++)); do
-        [ "${args[$i]}" = "--run" ] && run_dir=${args[$((i + 1))]}
+        given=${args[$i]}
+        case "$given" in
+            --run=*) run_dir=${given#--run=} ;;
+            --run) [ $((i + 1)) -lt ${#args[@]} ] || { echo "gpu_train.sh: --run needs a directory" >&2; exit 2; }
+                   run_dir=${args[$((i + 1))]} ;;
+        esac
     done
-    case " $* " in *" --run "*) ;; *) set -- --run "$run_dir" "$@" ;; esac
+    if [ -z "$run_dir" ]; then
+        run_dir=runs/gpu_train
+        set -- --run "$run_dir" "$@"
+    fi
+    if [ -e "$run_dir" ]; then
+        echo "gpu_train.sh: removing the earlier $run_dir (each call trains a run of its own)"
+        rm -rf "$run_dir"
+    fi
     case " $* " in *" --preset "*|*" --preset="*) ;; *) set -- --preset 9x9 "$@" ;; esac
     stage "the loop for $minutes minutes: bp_tree.py $*"
     timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \

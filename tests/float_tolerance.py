@@ -37,7 +37,6 @@ import numpy as np
 
 EPS32 = float(np.finfo(np.float32).eps)
 EPS16 = float(np.finfo(np.float16).eps)
-TF32_EPS = 2.0 ** -10         # cuBLAS's TF32 products: float32's range, 10 mantissa bits
 TINY32 = float(np.finfo(np.float32).tiny)
 # Near the smallest normal, a vectorised exp (oneDNN's, Eigen's) builds 2^n from the exponent
 # field and flushes to zero once n would leave the normal range: a probability below twice
@@ -104,12 +103,6 @@ def assert_outputs_close(outputs, desired_outputs, config) -> None:
         assert_head_close(np.asarray(output), np.asarray(desired), depth)
 
 
-def layer_count(config) -> int:
-    """Layers whose inputs are rounded to storage precision: what bounds a float16 pass that
-    accumulates in float32 (each layer's inputs and weights rounded once)."""
-    return 2 + 2 * config.blocks + 2 + 1
-
-
 def logit_spread(policy: np.ndarray) -> np.ndarray:
     """Each row's logit spread (max - min over the moves not underflowed), at least 1."""
     safe = np.where(policy > TINY32, policy, np.nan).astype(np.float64)
@@ -119,24 +112,18 @@ def logit_spread(policy: np.ndarray) -> np.ndarray:
 
 
 def net_bounds(config, desired_policy: np.ndarray, desired_value: np.ndarray, *,
-               eps: float = EPS32, accumulate: str = "storage") -> tuple[np.ndarray, np.ndarray]:
+               eps: float = EPS32) -> tuple[np.ndarray, np.ndarray]:
     """(per-row logit error bound, per-row value error bound) for two evaluations of a net of
-    `config`'s shape at unit round-off eps/2. `accumulate="float32"`: the sums run in float32
-    over inputs stored at `eps` (a float16 GPU pass), so the bound is one rounding of each
-    layer's inputs and weights, not the depth of the sums."""
+    `config`'s shape at unit round-off eps/2."""
     policy_depth, value_depth = accumulation_depths(config)
-    if accumulate == "storage":
-        relative_policy, relative_value = gamma(policy_depth, eps), gamma(value_depth, eps)
-    else:
-        relative_policy = relative_value = (2 * layer_count(config) * eps
-                                            + gamma(max(policy_depth, value_depth)))
+    relative_policy, relative_value = gamma(policy_depth, eps), gamma(value_depth, eps)
     value = np.clip(np.asarray(desired_value, np.float64), -1 + EPS32, 1 - EPS32)
     value_scale = np.maximum(np.abs(np.arctanh(value)), 1.0)
     return relative_policy * logit_spread(desired_policy), relative_value * value_scale
 
 
 def assert_same_net_answers(policy, value, desired_policy, desired_value, config, *,
-                            eps: float = EPS32, accumulate: str = "storage") -> None:
+                            eps: float = EPS32) -> None:
     """Two evaluations of one net agree within round-off (module docstring), and pick the same
     best move wherever the reference's choice is clear by more than the bound."""
     policy = np.asarray(policy, np.float64)
@@ -146,8 +133,7 @@ def assert_same_net_answers(policy, value, desired_policy, desired_value, config
     assert policy.shape == desired_policy.shape and value.shape == desired_value.shape
     if not len(policy):
         return
-    logit_error, value_error = net_bounds(config, desired_policy, desired_value, eps=eps,
-                                          accumulate=accumulate)
+    logit_error, value_error = net_bounds(config, desired_policy, desired_value, eps=eps)
     softmax_sum = gamma(policy.shape[1] + 4, max(eps, EPS32))
     allowed = (np.maximum(policy, desired_policy) * (2 * logit_error[:, None] + softmax_sum)
                + UNDERFLOW32)
