@@ -163,13 +163,11 @@ class TrainingLoop:
         search steps often come up short of a full batch (selections ending on finished games
         need no net), and padding them to the full batch cost about a fifth of the net's time
         (bench_selfplay.py). On another Keras backend (JAX) ONNX Runtime's graph of the
-        trainer's weights, loaded anew after each training phase (`_publish`)."""
+        trainer's weights, which takes them again whenever a step changed them."""
         learner = self.learner
         if learner.trainer.backend != "tensorflow":
-            from architectures.array_net import keras_named_weights
             from architectures.onnx_net import OnnxNet
-            return OnnxNet(keras_named_weights(learner.trainer.model), learner.config.board_size,
-                           learner.config.input_planes, batch_size=learner.config.num_games)
+            return OnnxNet.following(learner.trainer.model, learner.config.num_games)
         from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
         return CompiledNet(learner.trainer.model, learner.config.num_games, shapes=8)
 
@@ -254,19 +252,16 @@ class TrainingLoop:
 
     def _publish(self, iteration: int) -> None:
         """The weights are now version `iteration`: actors get them at their next call, the
-        nets that hold a copy of them (the CUDA self-play net; the matches' net off
-        TensorFlow) get them now. A CompiledNet reads the trainer's variables itself."""
+        CUDA self-play net now. The matches' net follows the trainer's weights itself (a
+        CompiledNet reads its variables; OnnxNet.following their version)."""
         model = self.learner.trainer.model
         if self.learner.config.workers:
             self.selfplay.publish(model.get_weights(), iteration)
-        else:
-            self.selfplay.weights_version = iteration
-        copies = [net for net in (self.device_net, self.net) if hasattr(net, "load")]
-        if copies:
+            return
+        self.selfplay.weights_version = iteration
+        if self.device_net is not None:
             from architectures.array_net import keras_named_weights
-            weights = keras_named_weights(model)
-            for net in copies:
-                net.load(weights)
+            self.device_net.load(keras_named_weights(model))
 
     def _follow_schedule(self, before: int, iteration: int) -> list[str]:
         """The schedule's events since `before` (training/schedule_following.py), and the nets

@@ -47,13 +47,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from architectures.array_net import keras_named_weights
 from architectures.onnx_net import DEVICE as ONNX_DEVICE
 from architectures.onnx_net import OnnxNet
 from architectures.quiet_tensorflow import load_tensorflow
 from architectures.resnet import (STEM_CONV, block_layers, has_aux_heads,
                                   is_built_by_build_model)
-from architectures.weights_version import weights_version
 
 tf = load_tensorflow()
 
@@ -216,7 +214,7 @@ class CompiledNet:
         self._side_passes: dict[str, object] = {}
         self.has_aux_heads = is_built_by_build_model(model) and has_aux_heads(model)
         if backend == "onnxruntime":
-            self._onnx, self._onnx_version = None, None
+            self._onnx = None
             self.refresh()
             return
         for size in self.compiled_sizes:
@@ -234,18 +232,10 @@ class CompiledNet:
 
     def refresh(self) -> None:
         """ONNX Runtime: the model's current weights into a new `OnnxNet` (TensorFlow reads
-        the variables on every call and needs nothing)."""
-        if self.backend != "onnxruntime":
-            return
-        version = weights_version(self.model)
-        self._onnx = OnnxNet(keras_named_weights(self.model), self.board_size, self.input_planes,
-                             self.model.name, self.batch_size)
-        self._onnx_version = version
-
-    def _current_onnx(self) -> OnnxNet:
-        if self._onnx_version != weights_version(self.model):
-            self.refresh()
-        return self._onnx
+        the variables on every call and needs nothing). Steps and loads need no refresh: the
+        OnnxNet follows the model's weights version itself."""
+        if self.backend == "onnxruntime":
+            self._onnx = OnnxNet.following(self.model, self.batch_size)
 
     @property
     def device(self) -> str:
@@ -283,7 +273,7 @@ class CompiledNet:
         auxiliary heads. For analysis: a pass of its own, so the search's compiled net
         computes only policy and value."""
         if self.backend == "onnxruntime":
-            return self._current_onnx().ownership(planes)
+            return self._onnx.ownership(planes)
         ownership, score = self._side_pass(
             planes, "ownership",
             lambda outputs: (tf.tanh(outputs[2]), tf.reshape(outputs[3], [-1])))
@@ -297,7 +287,7 @@ class CompiledNet:
         (SearchSettings.score_utility); ValueError for a net without the score head. Host
         arrays: device planes are copied to the host."""
         if self.backend == "onnxruntime":
-            return self._current_onnx().with_score(planes)
+            return self._onnx.with_score(planes)
         policy, value, score = self._side_pass(
             planes, "score",
             lambda outputs: (tf.nn.softmax(outputs[0], axis=-1), tf.reshape(outputs[1], [-1]),
@@ -322,7 +312,7 @@ class CompiledNet:
                              f"got shape {planes.shape}")
         rows = planes.shape[0]
         if self.backend == "onnxruntime":
-            return self._current_onnx()(planes)
+            return self._onnx(planes)
         policy = np.empty((rows, self.num_actions), dtype=np.float32)
         value = np.empty(rows, dtype=np.float32)
         for start in range(0, rows, self.batch_size):

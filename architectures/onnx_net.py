@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from architectures.onnx_export import onnx_graph, onnxruntime_session
+from architectures.weights_version import weights_version
 
 DEVICE = "ONNX Runtime on the CPU"
 
@@ -38,7 +39,20 @@ class OnnxNet:
         self.num_actions = self.board_size * self.board_size + 1
         self.batch_size = None if batch_size is None else int(batch_size)
         self._name = name
+        self._model = self._version = None       # the Keras model followed (`following`)
         self.load(weights)
+
+    @classmethod
+    def following(cls, model, batch_size: int | None = None) -> "OnnxNet":
+        """An OnnxNet of a `build_model` Keras model on any backend that takes the model's
+        weights again at its next call whenever they changed (architectures/weights_version.py:
+        every trainer step and state load says so): the training loop's playing net."""
+        from architectures.array_net import keras_named_weights
+        board_size, _, input_planes = tuple(model.input_shape[1:])
+        version = weights_version(model)      # read before the copy: a change during it shows
+        net = cls(keras_named_weights(model), board_size, input_planes, model.name, batch_size)
+        net._model, net._version = model, version
+        return net
 
     def load(self, weights: dict[str, np.ndarray]) -> None:
         """Play with new weights of the same net from the next call on (a self-play actor
@@ -54,6 +68,10 @@ class OnnxNet:
 
     def _run(self, planes, head: str, graph: dict, outputs: int) -> list[np.ndarray]:
         """The outputs of graph `head` on `planes` (checked, on the host), chunked."""
+        if self._model is not None and weights_version(self._model) != self._version:
+            from architectures.array_net import keras_named_weights
+            self._version = weights_version(self._model)
+            self.load(keras_named_weights(self._model))
         if head != "search" and not self.has_aux_heads:
             raise ValueError(f"this net has no {head} head (it was trained without "
                              "--aux-heads true)")
