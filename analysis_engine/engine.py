@@ -235,7 +235,7 @@ class AnalysisEngine:
         replayer.replay(self._events(query, position.turn), position.to_play)
         mask = np.zeros(self.driver.num_games, bool)
         mask[game] = True
-        self.driver.search.reset(mask)
+        self.driver.reset_search(mask)
         position.game, position.started, position.last_report = game, now, now
         position.heads = (analysis.Heads(self.driver, game, analysis.komi_shift(
             position.to_play, self.net_komi, query.komi, self.config.komi_input))

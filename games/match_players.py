@@ -119,7 +119,7 @@ class NetPlayer(Player):
 
     def restart(self, slots, stones, to_play):
         self.driver.go.set_board(stones, to_play, slots=slots)
-        self.driver.search.reset(self._mask(slots))
+        self.driver.reset_search(self._mask(slots))
         self.in_cleanup[slots] = True
 
 

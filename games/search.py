@@ -1,9 +1,10 @@
 """Go games searched in a batch: the rules engine, the tree search and an evaluator wired
 together. Self-play, evaluation matches, the GTP engine and the GUI all play through this.
 
-Slots of the engine's pool: slot g (g < B) is game g's current position; node i of game g's
-tree keeps its position in slot B + g * max_nodes + i, so expanding a batch of leaves is one
-`copy_play` from their parents' slots and no simulation replays moves from the root.
+Slots of the engine's pool: slot g (g < B) is game g's current position; every tree node keeps
+its position in a slot of its own (`node_slots`, games/node_slots.py: pages of slots taken as
+the trees grow), so expanding a batch of leaves is one `copy_play` from their parents' slots
+and no simulation replays moves from the root.
 
 An evaluator maps input planes (k, N, N, C) float32 to (policy (k, N*N+1) probabilities,
 value (k,) in [-1, 1] from the view of the side to move), e.g. architectures.CompiledNet.
@@ -32,6 +33,7 @@ from typing import Callable
 import numpy as np
 
 from games.device_step import COPY, COPY_PLAY, DeviceEvaluation, block_views, in_namespace
+from games.node_slots import NodeSlots
 from kernels import GoBatch
 from py_util import BatchedMCTS
 from py_util.gumbel import GumbelRoots
@@ -141,8 +143,8 @@ class SearchingGames:
                           backend=config.backend,
                           max_moves=config.resolved_max_moves, history_length=config.history,
                           extra_features=config.extra_features, komi_input=config.komi_input,
-                          seed=seed, num_threads=num_threads,
-                          num_slots=num_games * (1 + self.search.max_nodes))
+                          seed=seed, num_threads=num_threads)
+        self._node_slots = NodeSlots(self.go, num_games, self.search.max_nodes)
         self.gumbel = (GumbelRoots(num_games, n * n + 1, gumbel_considered, seed=seed + 2)
                        if gumbel_considered > 0 else None)
         self.evaluations = 0
@@ -156,7 +158,15 @@ class SearchingGames:
                         and settings.score_utility == 0 else None)
 
     def node_slots(self, game, node) -> np.ndarray:
-        return self.num_games + np.asarray(game) * self.search.max_nodes + np.asarray(node)
+        """int64 slots of the positions of nodes `node` of games `game` (broadcast)."""
+        return self._node_slots.slots(game, node)
+
+    def reset_search(self, games=None) -> None:
+        """Empty the chosen games' trees (bool mask (B,), default all): the next `think`
+        searches their positions afresh. Their node slots go back to the pool."""
+        games = np.ones(self.num_games, bool) if games is None else np.asarray(games, dtype=bool)
+        self.search.reset(games)
+        self._node_slots.release(games)
 
     def evaluate_slots(self, slots):
         """(priors, legal, values, terminal), host NumPy, of the positions in `slots` (host
@@ -278,7 +288,7 @@ class SearchingGames:
         in_tree[chosen] = self.search.root_statistics().legal[chosen, actions[chosen]]
         fresh = games & ~in_tree
         if fresh.any():
-            self.search.reset(fresh)
+            self.reset_search(fresh)
         reuse = games & in_tree
         if reuse.any():
             self.search.advance(np.where(reuse, actions, 0), games=reuse)
@@ -287,7 +297,7 @@ class SearchingGames:
         games = np.ones(self.num_games, bool) if games is None else np.asarray(games, dtype=bool)
         if games.any():
             self.go.reset(games)
-            self.search.reset(games)
+            self.reset_search(games)
 
     def best_actions(self, games=None) -> np.ndarray:
         """The move play makes in each chosen game, int64 (B,), -1 elsewhere: most visits, or

@@ -128,11 +128,11 @@ class GoEngine:
         stale = self._position_version != self.record.version
         if stale or (self._inserted and self.replayer.to_play() != colour):
             self.replayer.replay(self.record.events)
-            self.driver.search.reset()
+            self.driver.reset_search()
             self._position_version = self.record.version
             self._inserted = False
         if self.replayer.make_to_move(colour):
-            self.driver.search.reset()
+            self.driver.reset_search()
             self._inserted = True
 
     def sync_board(self) -> None:

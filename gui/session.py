@@ -337,7 +337,7 @@ class GameSession:
         first = human_turns[-1]
         taken = len(self.moves) - first
         self.go.restore(self._history[first])
-        self.driver.search.reset()
+        self.driver.reset_search()
         del self._history[first:], self.moves[first:]
         self.analysis = None
         self._refresh()

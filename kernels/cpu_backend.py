@@ -23,6 +23,13 @@ class CpuBackend:
         # pool[s] is slot s: a GoHeader then the arrays described in go_rules.h.
         self.pool = np.zeros((num_slots, self.layout["slot_bytes"]), dtype=np.uint8)
 
+    def grow(self, num_slots: int):
+        """A pool of `num_slots` slots holding the current ones first (the caller fills the
+        rest)."""
+        pool = np.zeros((num_slots, self.layout["slot_bytes"]), dtype=np.uint8)
+        pool[:len(self.pool)] = self.pool
+        self.pool = pool
+
     def to_numpy(self, array):
         return array
 

@@ -58,6 +58,13 @@ class CudaBackend:
         self.kernels = _module(board_size, history, superko, max_moves)
         self.pool = cupy.zeros((num_slots, self.layout["slot_bytes"]), dtype=cupy.uint8)
 
+    def grow(self, num_slots: int):
+        """A pool of `num_slots` slots holding the current ones first (the caller fills the
+        rest)."""
+        pool = cupy.zeros((num_slots, self.layout["slot_bytes"]), dtype=cupy.uint8)
+        pool[:len(self.pool)] = self.pool
+        self.pool = pool
+
     def to_numpy(self, array):
         return cupy.asnumpy(array) if isinstance(array, cupy.ndarray) else np.asarray(array)
 

@@ -185,10 +185,26 @@ class GoBatch:
                 adaptive_threads=bool(adaptive_threads))
         self.xp = self._backend.xp
         self._batch_slots = self.xp.arange(self.batch_size, dtype=np.int64)
+        self._seed = int(seed) & (2 ** 64 - 1)
         all_slots = self.xp.arange(self.num_slots, dtype=np.int64)
-        self._backend.seed(all_slots, int(seed) & (2 ** 64 - 1))
+        self._backend.seed(all_slots, self._seed)
         self._backend.reset(all_slots)
         self.komi = komi
+
+    def add_slots(self, count: int) -> None:
+        """Grow the pool by `count` slots, numbered on from `num_slots`; every slot kept keeps
+        its position. A new slot is what it would have been had the pool been that big from the
+        start: an empty board, its own random generator (seeded from its index) and the komi
+        last given to every slot. A search takes slots this way as its trees grow
+        (games/node_slots.py) instead of reserving its visit cap for every tree up front."""
+        count = _check_positive_int("count", count)
+        first = self.num_slots
+        self._backend.grow(first + count)
+        self.num_slots = first + count
+        added = self.xp.arange(first, first + count, dtype=np.int64)
+        self._backend.seed(added, self._seed)
+        self._backend.reset(added)
+        self._write_komi(added, self.xp.full(count, self._komi, np.float32))
 
     @property
     def komi(self) -> float:

@@ -2,14 +2,19 @@
  * py_util._mcts: one AlphaZero search tree per game for a batch of B games.
  *
  * A `Tree` object owns every buffer, allocated once by its constructor; nothing is allocated
- * afterwards and no state lives in C globals, so any number of searches coexist. The search
+ * afterwards and no state lives in C globals, so any number of searches coexist. The edge
+ * arena, sized for every node of every tree having every action (82 x 40 bytes a node on
+ * 9x9), is only reserved: its pages are mapped as the searches use them, and a game's are
+ * handed back to the system when its tree is reset. So memory follows what is searched, not
+ * the visit cap (64 trees of 9,757 nodes would otherwise hold 2 GB). The search
  * sees only actions 0..A-1, priors, legal masks and values: it knows nothing about Go.
  *
  * Layout (g = game, i = node id in 0..M-1, e = edge index in 0..E-1 of that game's arena):
  *
  *   nodes        Node   [B, M]  node i of game g at nodes[g * M + i] (fields: struct Node)
  *   edges        Edge   [B, E]  game g's edge arena: one block of consecutive edges per
- *                               expanded node, edges_used[g] in use (fields: struct Edge)
+ *                               expanded node, edges_used[g] in use (fields: struct Edge);
+ *                               edges_high[g] is the most it used since its last reset
  *   root         int32  [B]     root node id (0 after a reset)
  *   free_list    int32  [B, M]  stack of free node ids, free_count[g] of them, lowest on top
  *   block_owner  int32  [B, M]  expanded nodes in arena order, block_count[g] of them
@@ -37,6 +42,12 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#define ARENA_MMAP 1
+#define ARENA_PAGE sysconf(_SC_PAGESIZE)
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -112,7 +123,8 @@ typedef struct {
 
     Node *nodes; /* [B, M] */
     Edge *edges; /* [B, E] */
-    int32_t *root, *free_list, *free_count, *block_owner, *block_count, *edges_used;
+    size_t edge_bytes; /* the edge arena's reservation */
+    int32_t *root, *free_list, *free_count, *block_owner, *block_count, *edges_used, *edges_high;
     int32_t *simulations;    /* [B] simulations started this move */
     int32_t *pending_leaves; /* [B] leaves returned by select and not yet backed up */
     uint8_t *full;           /* [B] the buffer filled up this move: no more growth */
@@ -171,6 +183,22 @@ static void init_node(Node *node, int32_t parent, int32_t edge_offset)
     node->state = NODE_NEW;
 }
 
+/* Hand the pages of game g's used edges back to the system (they read as zeros when next
+ * touched, and every edge is written when its block is made). Only whole pages inside the
+ * game's arena are handed back: its neighbours' edges share the boundary pages. */
+static void release_edges(TreeObject *t, Py_ssize_t g)
+{
+#ifdef ARENA_MMAP
+    const uintptr_t page = (uintptr_t)ARENA_PAGE;
+    uintptr_t start = (uintptr_t)(t->edges + g * t->max_edges);
+    uintptr_t end = (uintptr_t)(t->edges + g * t->max_edges + t->edges_high[g]);
+    start = (start + page - 1) & ~(page - 1);
+    end &= ~(page - 1);
+    if (end > start) madvise((void *)start, end - start, MADV_DONTNEED);
+#endif
+    t->edges_high[g] = 0;
+}
+
 static void reset_game(TreeObject *t, Py_ssize_t g)
 {
     GameView v = game_view(t, g);
@@ -184,6 +212,7 @@ static void reset_game(TreeObject *t, Py_ssize_t g)
     t->free_count[g] = m - 1;
     init_node(&v.node[0], NO_NODE, NO_EDGE);
     t->root[g] = 0;
+    release_edges(t, g);
     t->edges_used[g] = 0;
     t->block_count[g] = 0;
     t->simulations[g] = 0;
@@ -443,6 +472,7 @@ static void expand_node(TreeObject *t, Py_ssize_t g, GameView *v, int32_t id, co
                 e++;
             }
             t->edges_used[g] = first + count;
+            if (t->edges_used[g] > t->edges_high[g]) t->edges_high[g] = t->edges_used[g];
             t->block_owner[g * t->max_nodes + t->block_count[g]++] = id;
             node->first_edge = first;
             node->num_edges = count;
@@ -1325,24 +1355,49 @@ GUARDED(tree_node_edges)
 
 /* ------------------------------------------------------------------- construction, teardown */
 
+/* The edge arena: reserved, zero, mapped page by page on first touch (see the top). */
+static void *reserve_arena(size_t bytes)
+{
+#ifdef ARENA_MMAP
+    void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return memory == MAP_FAILED ? NULL : memory;
+#else
+    return PyMem_RawCalloc(1, bytes);
+#endif
+}
+
+static void free_arena(void *memory, size_t bytes)
+{
+    if (memory == NULL) return;
+#ifdef ARENA_MMAP
+    munmap(memory, bytes);
+#else
+    (void)bytes;
+    PyMem_RawFree(memory);
+#endif
+}
+
 static void tree_free_buffers(TreeObject *self)
 {
     void **buffers[] = {
-        (void **)&self->nodes,          (void **)&self->edges,        (void **)&self->root,
+        (void **)&self->nodes,          (void **)&self->root,
         (void **)&self->free_list,      (void **)&self->free_count,   (void **)&self->block_owner,
         (void **)&self->block_count,    (void **)&self->edges_used,   (void **)&self->simulations,
         (void **)&self->pending_leaves, (void **)&self->full,         (void **)&self->overflows,
         (void **)&self->collisions,     (void **)&self->scratch,      (void **)&self->keep,
-        (void **)&self->leaf_count,     (void **)&self->group_start,
+        (void **)&self->leaf_count,     (void **)&self->group_start,  (void **)&self->edges_high,
     };
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); i++) {
         PyMem_RawFree(*buffers[i]);
         *buffers[i] = NULL;
     }
+    free_arena(self->edges, self->edge_bytes);
+    self->edges = NULL;
 }
 
-/* Zeroed with memset rather than calloc so that every page is mapped here, once, and not on
- * first touch in the middle of a search. */
+/* The other buffers are zeroed with memset rather than calloc so that every page is mapped
+ * here, once, and not on first touch in the middle of a search: they are small (61 bytes a
+ * node) beside the edge arena. */
 static int allocate(void *pointer, Py_ssize_t count, size_t itemsize)
 {
     void *memory = PyMem_RawMalloc((size_t)count * itemsize);
@@ -1397,7 +1452,10 @@ static int tree_init(TreeObject *self, PyObject *args, PyObject *kwargs)
     self->virtual_loss = virtual_loss;
     self->forced_playouts = forced_playouts;
     const Py_ssize_t nodes = (Py_ssize_t)batch * max_nodes, edges = (Py_ssize_t)batch * max_edges;
-    if (allocate(&self->nodes, nodes, sizeof(Node)) || allocate(&self->edges, edges, sizeof(Edge)) ||
+    self->edge_bytes = (size_t)edges * sizeof(Edge);
+    self->edges = reserve_arena(self->edge_bytes);
+    if (self->edges == NULL || allocate(&self->nodes, nodes, sizeof(Node)) ||
+        allocate(&self->edges_high, batch, 4) ||
         allocate(&self->root, batch, 4) || allocate(&self->free_list, nodes, 4) ||
         allocate(&self->free_count, batch, 4) || allocate(&self->block_owner, nodes, 4) ||
         allocate(&self->block_count, batch, 4) || allocate(&self->edges_used, batch, 4) ||
@@ -1428,7 +1486,7 @@ static PyObject *tree_memory_bytes(TreeObject *self, void *closure)
     const Py_ssize_t nodes = (Py_ssize_t)self->batch_size * self->max_nodes,
                      edges = (Py_ssize_t)self->batch_size * self->max_edges;
     return PyLong_FromSsize_t(nodes * (Py_ssize_t)(sizeof(Node) + 4 + 4 + 4 + 1) + edges * (Py_ssize_t)sizeof(Edge) +
-                              self->batch_size * 49 + 4);
+                              self->batch_size * 53 + 4);
 }
 
 static PyObject *tree_num_threads(TreeObject *self, void *closure) { return PyLong_FromLong(self->num_threads); }
@@ -1446,7 +1504,7 @@ static PyObject *tree_thread_stats(TreeObject *self, PyObject *unused)
 }
 
 static PyGetSetDef tree_getset[] = {
-    {"memory_bytes", (getter)tree_memory_bytes, NULL, "Bytes held by the search buffers.", NULL},
+    {"memory_bytes", (getter)tree_memory_bytes, NULL, "Bytes the search buffers reserve (the edge arena's pages are mapped only as searches use them).", NULL},
     {"num_threads", (getter)tree_num_threads, NULL, "OpenMP threads used over games.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

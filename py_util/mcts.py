@@ -26,7 +26,7 @@ Conventions
 * Priors are masked to the legal actions and renormalised (uniform if they sum to zero), and
   stored as float32.
 * Node ids are stable for a node's lifetime, so the caller can keep node ``i`` of game ``g``'s
-  position in a slot of its own (e.g. ``B + g * max_nodes + i``). A root is node 0 after
+  position in a slot of its own (games/node_slots.py). A root is node 0 after
   ``reset``; ``advance`` makes the chosen child the root and reclaims the rest.
 * Per move the search runs ``num_simulations`` new simulations, on top of the visits kept by
   ``advance``. Capacity is ``max_nodes = 1 + num_simulations + reuse_budget`` nodes per game, so

@@ -165,6 +165,23 @@ def test_a_whole_game_in_one_query_is_answered_turn_by_turn(engine):
         check_answer(answer, boards[turn], "B" if turn % 2 == 0 else "W", visits=24)
 
 
+def test_memory_follows_the_searches_not_the_visit_cap(engine):
+    """64 trees reserved at the 9,756-visit cap took 5.9 GB before the first answer; the
+    engine's memory now grows with what it searches: a 30-turn review at 150 visits (one
+    search per turn, side by side) stays within KaTrain's laptop budget of 500 MB."""
+    moves, _ = reference_game(30, seed=8)
+    turns = list(range(len(moves) + 1))
+    engine.send(katrain_query("memory", moves, turns, maxVisits=150))
+    finals = 0
+    while finals < len(turns):
+        answer = engine.read()
+        assert "error" not in answer, answer
+        finals += "moveInfos" in answer and not answer["isDuringSearch"]
+    status = Path(f"/proc/{engine.process.pid}/status").read_text()
+    peak_kb = int(status.split("VmHWM:")[1].split()[0])
+    assert peak_kb <= 500 * 1024, f"the engine peaked at {peak_kb / 1024:.0f} MB"
+
+
 def test_win_rates_follow_the_perspective_asked_for(engine):
     moves, _ = reference_game(5)
     for name, perspective in (("black", "BLACK"), ("side", "SIDETOMOVE"), ("white", "WHITE")):
