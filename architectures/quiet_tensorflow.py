@@ -11,9 +11,18 @@ file descriptor 2 pointed at a temporary file; afterwards every captured line go
 stderr except those start-up lines, and those only while the user's TF_CPP_MIN_LOG_LEVEL
 (unset counts as the entry scripts' 2) hides INFO: an error or warning of the import is never
 swallowed.
+
+Two optional imports are declined while TensorFlow and Keras load (only there, and only
+while not loaded already): TensorFlow Lite's converter imports JAX when it is installed, and
+Keras' image-gallery plot imports matplotlib.pyplot, both inside `try: ... except
+ImportError`, for features the project never calls. They cost 1.8 s of every TensorFlow
+start here (0.8 s and 1.0 s of 6.7 s, `-X importtime`). Either imports normally afterwards
+(the JAX backend, the notebook's plots).
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
 import os
 import sys
 import tempfile
@@ -22,6 +31,33 @@ import tempfile
 # that it printed INFO before it was initialised.
 START_UP_LINES = ("All log messages before absl::InitializeLog() is called are written to STDERR",
                   "oneDNN custom operations are")
+
+
+# Imported by TensorFlow and Keras only if present, for nothing the project uses (above).
+DECLINED_WHILE_LOADING = ("jax", "matplotlib")
+
+
+class _Declined(importlib.abc.MetaPathFinder):
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"{fullname} is not loaded with TensorFlow", name=fullname)
+        return None
+
+
+@contextlib.contextmanager
+def _declining_optional_imports():
+    names = {name for name in DECLINED_WHILE_LOADING if name not in sys.modules}
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        names.discard("jax")
+    finder = _Declined(names)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def is_start_up_line(line: str) -> bool:
@@ -46,16 +82,22 @@ def load_keras():
 def load_tensorflow():
     """The `tensorflow` module, imported once with its start-up lines held back (above);
     later calls return the loaded module."""
-    if "tensorflow" in sys.modules or not _hides_info():
+    if "tensorflow" in sys.modules:
         import tensorflow
+        return _growing(tensorflow)
+    if not _hides_info():
+        with _declining_optional_imports():
+            import tensorflow
+            import keras  # noqa: F401
         return _growing(tensorflow)
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow
-            import keras  # noqa: F401  (its backend's import logs through the same path)
+            with _declining_optional_imports():
+                import tensorflow
+                import keras  # noqa: F401  (its backend's import logs through the same path)
         finally:
             os.dup2(saved, 2)
             os.close(saved)

@@ -57,3 +57,19 @@ def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
     assert len(answers) == 3 and answers[1] != "="
     assert json.loads(outputs["katago_analysis.py"].splitlines()[0])["id"] == "q"
     assert (tmp_path / "run" / "checkpoints" / "ckpt_000001.npz").is_file()
+
+
+def test_tensorflow_loads_without_the_optional_imports_it_declines_and_they_load_after():
+    """TensorFlow Lite's JAX and Keras' matplotlib.pyplot are not loaded with TensorFlow (1.8 s
+    of every start), and both import as usual afterwards."""
+    probe = ("import sys\n"
+             "from architectures.quiet_tensorflow import load_keras\n"
+             "keras = load_keras()\n"
+             "print(sorted(m for m in ('jax', 'matplotlib') if m in sys.modules))\n"
+             "import jax.numpy, matplotlib.pyplot\n"
+             "print(float(jax.numpy.ones(2).sum()), keras.ops.sum(keras.ops.ones(3)).numpy())\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "KERAS_BACKEND": "tensorflow", "MPLBACKEND": "Agg"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "2.0 3.0"], done.stdout
