@@ -63,7 +63,8 @@ def test_weight_names_are_the_keras_variable_order(blocks, heads, global_pooling
 
 
 def keras_answers(model, planes):
-    import tensorflow as tf
+    from architectures.quiet_tensorflow import load_tensorflow
+    tf = load_tensorflow()
     logits, value = model(planes, training=False)[:2]
     return tf.nn.softmax(logits).numpy(), value.numpy().reshape(-1)
 

@@ -1,10 +1,12 @@
 """architectures/: the residual net, compiled inference and the training step."""
-import keras
 import numpy as np
 import pytest
 
+from architectures.quiet_tensorflow import load_keras
 from architectures import CompiledNet, Trainer, build_model, mask_policy
 from float_tolerance import assert_same_net_answers, gamma, model_shape
+
+keras = load_keras()
 
 BOARD = 5
 PLANES = 6          # GoBatch.features(history=1): 2 * (1 + 1) + 2

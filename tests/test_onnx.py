@@ -2,12 +2,14 @@
 import os
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
+from architectures.quiet_tensorflow import load_keras
+
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
+keras = load_keras()
 
 from architectures import CompiledNet, Trainer, build_model  # noqa: E402
 from architectures.weights_version import weights_changed  # noqa: E402
