@@ -65,6 +65,7 @@ from games.stored_selfplay import StoredSelfPlay, StoredSelfPlayError, chunk_fil
 from kernels.go_batch import resolve_backend
 from loop.evaluations import random_match, rated_evaluations
 from loop.iteration_report import TensorBoard, iteration_record, summary_line, write_sgf_samples
+from loop.selfplay_precision import int8_net, requantize, selfplay_choice
 from training.checkpointing import completed_iteration, last_words, resume, save_iteration
 from training.config import Config
 from training.learner import Learner
@@ -132,6 +133,12 @@ class TrainingLoop:
         config, counters = learner.config, learner.counters
         self.net = self._compiled_net()
         self.device_net = None       # the CUDA self-play net (_selfplay_net), if any
+        try:
+            self.inference = selfplay_choice(config, learner.trainer.model, log)
+        except ValueError as error:
+            log(f"bp_tree: {error}")
+            raise SystemExit(EXIT_REFUSED) from None
+        self.int8_net = None         # the int8 self-play net (_selfplay_net), if any
         if command:
             counters["commands"] = [*counters.get("commands", []), command]
         iteration = counters["iteration"]
@@ -182,8 +189,12 @@ class TrainingLoop:
         TensorFlow (architectures/array_net.py), so the planes never leave the device; it
         holds a folded copy of the weights, refreshed after each iteration's training.
         Elsewhere the compiled net, which reads the trainer's variables itself."""
-        self.device_net = None
+        self.device_net = self.int8_net = None
         if resolve_backend(self.learner.config.backend) != "cuda":
+            if self.inference.precision == "int8":
+                self.int8_net = int8_net(self.inference, self.learner.trainer.model,
+                                         self.learner.config)
+                return self.int8_net
             return self.net
         import cupy  # deferred: a GPU extra
         from architectures.array_net import GPU_PRECISION, ArrayNet, keras_named_weights
@@ -218,6 +229,8 @@ class TrainingLoop:
         losses = learner.train(batch.positions, iteration, self.rng)
         train_seconds = time.perf_counter() - training_started
         self._publish(iteration)
+        quantize_seconds = (requantize(self.int8_net, batch, config, self.rng)
+                            if self.int8_net is not None else 0.0)
         evaluation = random_match(config, self.net, iteration)
         write_sgf_samples(run, config, iteration, batch.games)
 
@@ -231,7 +244,9 @@ class TrainingLoop:
         if config.workers:
             record.update(self.selfplay.last_metrics)
         record.update(losses)
-        record.update(selfplay_seconds=round(batch.seconds, 3),
+        record.update(inference=self.inference.precision,
+                      quantize_seconds=round(quantize_seconds, 3),
+                      selfplay_seconds=round(batch.seconds, 3),
                       train_seconds=round(train_seconds, 3),
                       train_samples_per_s=round(
                           (counters["train_steps"] - steps_before) * config.train_batch_size

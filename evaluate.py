@@ -89,6 +89,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                       "then /usr/games/gnugo)")
     parser.add_argument("--sgf", default=None, help="directory to write each game's SGF into")
     parser.add_argument("--output", default=None, help="with --rating: append the JSON line here")
+    options.add_inference(parser)
     args = parser.parse_args(argv)
     options.check_shared(args, parser, min_sims=0)
     if args.rating:
@@ -212,7 +213,8 @@ def play(args: argparse.Namespace) -> int:
     simulations = config.resolved_play_simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
     parallel = min(games, args.parallel or 32)
-    checkpoints = players.Checkpoints(run_path, parallel, log=log) if run_path else None
+    checkpoints = (players.Checkpoints(run_path, parallel, log=log, inference=args.inference)
+                   if run_path else None)
     if args.rating:
         check_gnugo(args, [f"gnugo:{level}" for level in args.gnugo_levels])
         return rating(args, config, checkpoints, games, simulations, parallel)
@@ -220,8 +222,10 @@ def play(args: argparse.Namespace) -> int:
         check_give(args.give, config.board_size)
     except ValueError as error:
         raise SystemExit(f"evaluate: --give: {error}") from None
-    entry_a, name_a = players.match_entry(args.player_a, config, checkpoints, parallel, log=log)
-    entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log)
+    entry_a, name_a = players.match_entry(args.player_a, config, checkpoints, parallel, log=log,
+                                          inference=args.inference)
+    entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log,
+                                          inference=args.inference)
     check_gnugo(args, [name_a, name_b])
     if name_a == name_b:
         name_a, name_b = f"A {name_a}", f"B {name_b}"

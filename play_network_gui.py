@@ -99,7 +99,7 @@ def load_session(args: argparse.Namespace, log=print) -> tuple[GameSession, Path
     # The net runs in a child process: a back end's libraries stay out of the window's
     # process (TensorFlow's once crashed SDL's OpenGL probe, see gui/net_process.py).
     try:
-        net = NetProcess(str(run_path), source.checkpoint)
+        net = NetProcess(str(run_path), source.checkpoint, inference=source.inference)
     except NetProcessError as error:
         raise SetupError(str(error)) from None
     search_simulations = players.play_simulations(args, config)

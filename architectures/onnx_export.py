@@ -147,7 +147,8 @@ def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, n
 
 
 def onnxruntime_session(proto):
-    """An ONNX Runtime CPU session of `proto`, set up for the search's steady calls."""
+    """An ONNX Runtime CPU session of `proto` (a ModelProto or its serialised bytes), set up
+    for the search's steady calls."""
     import onnxruntime  # deferred: an optional back end
 
     options = onnxruntime.SessionOptions()
@@ -159,7 +160,8 @@ def onnxruntime_session(proto):
     # the machine's cores and pins a thread to each, so a process confined to some cores
     # (taskset, a container's cpuset) ran a thread on a core it was kept from.
     options.intra_op_num_threads = allowed_cores()
-    return onnxruntime.InferenceSession(proto.SerializeToString(), options,
+    serialised = proto if isinstance(proto, bytes) else proto.SerializeToString()
+    return onnxruntime.InferenceSession(serialised, options,
                                         providers=["CPUExecutionProvider"])
 
 

@@ -12,11 +12,18 @@ score) on their first call. The front ends play through this (training/nets.py `
 so they start without importing TensorFlow; `CompiledNet(backend="onnxruntime")` runs the
 same sessions over a Keras model's current weights.
 
+`precision="int8"` plays the search's graph (policy, value) quantized (architectures/
+quantized.py), its activation ranges from `calibration` planes; it is quantized again from
+every new set of weights (`load`, a followed model's change), from the newest planes given to
+`calibrate`. The side graphs stay float32.
+
 All results are host float32 NumPy from the side to move's view; planes on a GPU (CuPy) are
 copied to the host. Calls larger than `batch_size` rows run in chunks of it (ONNX Runtime
 takes any batch, but one huge call would hold all its activations at once).
 """
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -32,9 +39,21 @@ class OnnxNet:
     tracing_count = 1          # as CompiledNet counts it: ONNX Runtime never traces
 
     def __init__(self, weights: dict[str, np.ndarray], board_size: int, input_planes: int,
-                 name: str = "net", batch_size: int | None = None):
+                 name: str = "net", batch_size: int | None = None, *,
+                 precision: str = "float32", calibration: np.ndarray | None = None,
+                 search_graph: bytes | None = None):
         if batch_size is not None and (int(batch_size) != batch_size or batch_size < 1):
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if precision not in ("float32", "int8"):
+            raise ValueError(f"precision must be float32 or int8, got {precision!r}")
+        if precision == "int8" and calibration is None:
+            raise ValueError("an int8 net needs calibration planes")
+        self.precision = precision
+        self.device = DEVICE + (", int8" if precision == "int8" else "")
+        self._calibration = calibration
+        self.quantize_seconds = 0.0      # spent quantizing so far (the loop reports it)
+        self._search_graph = search_graph    # the first weights' int8 graph, made already
+        self.int8_graph: bytes | None = None  # the int8 search graph playing (serialised)
         self.board_size, self.input_planes = int(board_size), int(input_planes)
         self.num_actions = self.board_size * self.board_size + 1
         self.batch_size = None if batch_size is None else int(batch_size)
@@ -43,14 +62,16 @@ class OnnxNet:
         self.load(weights)
 
     @classmethod
-    def following(cls, model, batch_size: int | None = None) -> "OnnxNet":
+    def following(cls, model, batch_size: int | None = None, *, precision: str = "float32",
+                  calibration: np.ndarray | None = None) -> "OnnxNet":
         """An OnnxNet of a `build_model` Keras model on any backend that takes the model's
         weights again at its next call whenever they changed (architectures/weights_version.py:
         every trainer step and state load says so): the training loop's playing net."""
         from architectures.array_net import keras_named_weights
         board_size, _, input_planes = tuple(model.input_shape[1:])
         version = weights_version(model)      # read before the copy: a change during it shows
-        net = cls(keras_named_weights(model), board_size, input_planes, model.name, batch_size)
+        net = cls(keras_named_weights(model), board_size, input_planes, model.name, batch_size,
+                  precision=precision, calibration=calibration)
         net._model, net._version = model, version
         return net
 
@@ -60,18 +81,39 @@ class OnnxNet:
         on their next call."""
         self.has_aux_heads = "ownership_conv.kernel" in weights
         self._weights = weights
-        self._sessions = {"search": self._session()}
+        if self.precision == "int8" and self._search_graph is None:
+            from architectures.quantized import quantized_graph
+            started = time.perf_counter()
+            self._search_graph = quantized_graph(
+                weights, self.board_size, self.input_planes, self._name,
+                self._calibration).SerializeToString()
+            self.quantize_seconds += time.perf_counter() - started
+        if self.precision == "int8":
+            search = onnxruntime_session(self._search_graph)
+            self.int8_graph, self._search_graph = self._search_graph, None  # next: afresh
+        else:
+            search = self._session()
+        self._sessions = {"search": search}
+
+    def calibrate(self, planes: np.ndarray) -> None:
+        """Activation ranges from these planes at the next quantization (an int8 net)."""
+        self._calibration = planes
 
     def _session(self, **graph):
         return onnxruntime_session(onnx_graph(self._weights, self.board_size, self.input_planes,
                                               self._name, **graph))
 
-    def _run(self, planes, head: str, graph: dict, outputs: int) -> list[np.ndarray]:
-        """The outputs of graph `head` on `planes` (checked, on the host), chunked."""
+    def follow(self) -> None:
+        """A net following a model: take its weights now if they changed since (otherwise
+        this happens at the next call)."""
         if self._model is not None and weights_version(self._model) != self._version:
             from architectures.array_net import keras_named_weights
             self._version = weights_version(self._model)
             self.load(keras_named_weights(self._model))
+
+    def _run(self, planes, head: str, graph: dict, outputs: int) -> list[np.ndarray]:
+        """The outputs of graph `head` on `planes` (checked, on the host), chunked."""
+        self.follow()
         if head != "search" and not self.has_aux_heads:
             raise ValueError(f"this net has no {head} head (it was trained without "
                              "--aux-heads true)")

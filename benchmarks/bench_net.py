@@ -10,9 +10,14 @@
    convolution and dense layer; batch norm, adds and activations not counted), so
    GFLOP/s = positions/s * FLOPs, and peak_fraction = that / the peak.
 
-The last line is the `cpu` preset at batch 128 on the self-play back end
-(`architectures.inference.DEFAULT_BACKEND`):
+4. The shipped model in ONNX Runtime at batch 128, float32 against its int8 graph (what
+   `--inference int8` plays: architectures/quantized.py, 7-bit weights without VNNI), on
+   planes of its own play, alternating, median of the repeats.
+
+The last two lines are the `cpu` preset at batch 128 on the self-play back end
+(`architectures.inference.DEFAULT_BACKEND`) and the shipped model's int8 speed-up:
     net cpu b128 positions_per_s=<X> peak_fraction=<Y>
+    net shipped b128 fp32_per_s=<X> quantized_per_s=<Y> speedup=<Y/X>
 
     .venv/bin/python benchmarks/bench_net.py [--seconds S] [--repeats R] [--presets cpu,paper]
 """
@@ -165,9 +170,34 @@ def main() -> None:
             if item == "cpu" and batch == 128:
                 chosen = DEFAULT_BACKEND if DEFAULT_BACKEND in medians else "tensorflow"
                 summary = (medians[chosen], medians[chosen] * flops / 1e9 / peak)
+    shipped = shipped_rates(args.repeats, args.seconds)
     print(f"load average {os.getloadavg()[0]:.2f} after the run")
     if summary:
         print(f"net cpu b128 positions_per_s={summary[0]:.0f} peak_fraction={summary[1]:.3f}")
+    if shipped:
+        fp32, int8 = shipped
+        print(f"net shipped b128 fp32_per_s={fp32:.0f} quantized_per_s={int8:.0f} "
+              f"speedup={int8 / fp32:.2f}")
+
+
+def shipped_rates(repeats: int, seconds: float) -> tuple[float, float] | None:
+    """(float32, int8) positions/s of the shipped model at batch 128 in ONNX Runtime."""
+    from architectures.onnx_net import OnnxNet
+    from training.inference_choice import choose_inference
+    from training.nets import SHIPPED_MODEL, read_named_weights
+    if not (SHIPPED_MODEL.is_file() and onnxruntime_available()):
+        return None
+    config, weights, _ = read_named_weights(SHIPPED_MODEL)
+    choice = choose_inference("int8", weights, config, batch_size=128, log=print)
+    nets = {"float32": OnnxNet(weights, config.board_size, config.input_planes, "float32", 128),
+            "int8": choice.net(weights, config, "int8", 128)}
+    planes = np.resize(choice.calibration, (128,) + choice.calibration.shape[1:])
+    rates = {name: [] for name in nets}
+    for _ in range(repeats):
+        for name, net in nets.items():
+            net(planes)
+            rates[name].append(positions_per_second(net, planes, seconds))
+    return statistics.median(rates["float32"]), statistics.median(rates["int8"])
 
 
 if __name__ == "__main__":

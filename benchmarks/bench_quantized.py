@@ -1,8 +1,9 @@
 """Quantized CPU inference of a model file: speed and accuracy against float32, in one run.
 
 Positions come from the model's own self-play (float32 ONNX Runtime, its own search settings);
-a share calibrates static int8 quantization (ONNX Runtime's QDQ format, per-channel int8
-weights, uint8 activations, MinMax ranges), the rest measure it. Each back end is timed
+a share calibrates static int8 quantization (architectures/quantized.py, what `--inference`
+plays: ONNX Runtime's QDQ format, per-channel int8 weights, 7 bits of them on a CPU without
+VNNI, uint8 activations, MinMax ranges), the rest measure it. Each back end is timed
 side by side at each batch (median of repeats, alternating), and compared with float32 on
 the same positions:
 
@@ -40,21 +41,18 @@ import numpy as np  # noqa: E402
 
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
+from architectures.quantized import (agreement, cpu_flags, quantized_graph,  # noqa: E402
+                                     reduced_range)
 from games.selfplay import SelfPlay  # noqa: E402
 from kernels.go_batch import with_komi_plane  # noqa: E402
 from training.nets import read_named_weights  # noqa: E402
 from training.options import OneLineParser  # noqa: E402
 
-CLEAR_GAP = 0.1
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
-def cpu_flags() -> str:
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
+def describe_cpu() -> str:
+    flags = cpu_flags()
     return " ".join(f"{flag}={'yes' if flag in flags else 'no'}" for flag in CPU_FLAGS)
 
 
@@ -62,26 +60,6 @@ def selfplay_positions(config, evaluate, count: int) -> np.ndarray:
     batch = SelfPlay(config.overridden(num_games=128, backend="cpu"), evaluate, seed=7).play(count)
     return (with_komi_plane(batch.planes, batch.komi) if config.komi_input
             else batch.planes.astype(np.float32))
-
-
-def quantize_int8(fp32_path: Path, int8_path: Path, calibration: np.ndarray) -> None:
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([{"planes": calibration[i:i + 64]}
-                                 for i in range(0, len(calibration), 64)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    prepared = fp32_path.with_name("prepared.onnx")
-    quant_pre_process(str(fp32_path), str(prepared), skip_symbolic_shape=True)
-    quantize_static(str(prepared), str(int8_path), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, weight_type=QuantType.QInt8,
-                    activation_type=QuantType.QUInt8)
 
 
 def openvino_nets(paths: dict[str, Path]) -> dict:
@@ -111,17 +89,18 @@ def openvino_nets(paths: dict[str, Path]) -> dict:
     return nets
 
 
-def accuracy(reference, other, planes) -> dict:
-    policy, value = reference(planes)
-    other_policy, other_value = other(planes)
-    best, other_best = policy.argmax(1), other_policy.argmax(1)
-    ordered = np.sort(policy, axis=1)
-    clear = ordered[:, -1] - ordered[:, -2] >= CLEAR_GAP
-    rows = np.arange(len(policy))
-    return {"top1": float((best == other_best).mean()),
-            "top1_clear": float((best == other_best)[clear].mean()),
-            "prob_lost": float((policy[rows, best] - policy[rows, other_best]).mean()),
-            "value_mae": float(np.abs(value - other_value).mean())}
+def store_positions(path: Path, positions: np.ndarray, komi_input: bool) -> None:
+    """The positions as 0/1 uint8 planes (and the komi plane's value apart), compressed."""
+    stones = positions[..., :-1] if komi_input else positions
+    assert np.isin(stones, (0, 1)).all(), "stone planes must be 0/1"
+    komi = positions[:, 0, 0, -1] if komi_input else np.zeros(len(positions), np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as file:
+        np.savez_compressed(file, planes=stones.astype(np.uint8), komi_plane=komi,
+                            komi_input=np.array(komi_input))
+    temporary.replace(path)
+    print(f"{len(positions)} positions written to {path}")
 
 
 def rate(net, planes, seconds: float) -> float:
@@ -140,6 +119,10 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--match", type=int, default=0, help="games of int8 against float32")
+    parser.add_argument("--store", default=None, metavar="FILE",
+                        help="only write --positions self-play positions to FILE (.npz, 0/1 "
+                             "planes as uint8 and each one's komi plane value), then stop: the "
+                             "test suite's stored positions (tests/data/)")
     parser.add_argument("--match-simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])
@@ -149,22 +132,27 @@ def main() -> None:
     config, weights, opened = read_named_weights(args.model)
     path = opened.path
     proto = onnx_graph(weights, config.board_size, config.input_planes, path.stem)
-    print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {cpu_flags()}")
+    print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {describe_cpu()}")
     with tempfile.TemporaryDirectory() as folder:
         paths = {"fp32": Path(folder) / "fp32.onnx", "int8": Path(folder) / "int8.onnx"}
         onnx.save(proto, paths["fp32"])
         fp32 = session_evaluator(onnxruntime_session(proto))
         positions = selfplay_positions(config, fp32, args.positions)
+        if args.store:
+            store_positions(Path(args.store), positions, config.komi_input)
+            return
         np.random.default_rng(0).shuffle(positions)
         calibration, test = positions[:args.calibration], positions[args.calibration:]
         started = time.perf_counter()
-        quantize_int8(paths["fp32"], paths["int8"], calibration)
+        onnx.save(quantized_graph(weights, config.board_size, config.input_planes, path.stem,
+                                  calibration), paths["int8"])
         print(f"{len(positions)} self-play positions; int8 calibration on {len(calibration)} "
-              f"took {time.perf_counter() - started:.1f} s")
+              f"took {time.perf_counter() - started:.1f} s; weights of "
+              f"{7 if reduced_range() else 8} bits (architectures/quantized.py)")
         nets = {"ort_fp32": fp32,
                 "ort_int8": session_evaluator(onnxruntime_session(onnx.load(paths["int8"])))}
         nets.update(openvino_nets(paths))
-        scores = {name: accuracy(fp32, net, test) for name, net in nets.items()}
+        scores = {name: agreement(fp32, net, test) for name, net in nets.items()}
         for name, score in scores.items():
             print(f"{name}: " + " ".join(f"{key}={value:.4f}" for key, value in score.items()))
         last = {}

@@ -37,6 +37,7 @@ class NetSource:
     model file."""
     path: str | os.PathLike
     checkpoint: int | None = None
+    inference: str = "float32"       # Config.inference: the precision it plays in
 
 
 def net_source(args: argparse.Namespace) -> NetSource | None:
@@ -46,18 +47,19 @@ def net_source(args: argparse.Namespace) -> NetSource | None:
     player: PlayerSpec | None = getattr(args, "player", None)
     run, model = getattr(args, "run", None), getattr(args, "model", None)
     checkpoint = getattr(args, "checkpoint", None)
+    inference = getattr(args, "inference", "float32")
     if player is not None:     # check_shared refused it beside --run, --model, --checkpoint
-        return NetSource(player.value) if player.kind == "model" else None
+        return NetSource(player.value, inference=inference) if player.kind == "model" else None
     if run is not None:
-        return NetSource(run, checkpoint)
+        return NetSource(run, checkpoint, inference)
     if model is not None:
-        return NetSource(model)
+        return NetSource(model, inference=inference)
     if checkpoint is not None:
         raise SetupError("--checkpoint picks a checkpoint of --run: name the run")
     if not SHIPPED_MODEL.is_file():
         raise SetupError(f"no --run or --model given, and the shipped model {SHIPPED_MODEL} is "
                          f"missing (restore it with git, or name a run)")
-    return NetSource(SHIPPED_MODEL)
+    return NetSource(SHIPPED_MODEL, inference=inference)
 
 
 def read_source(source: NetSource) -> tuple[Config, Path]:
@@ -72,7 +74,7 @@ def read_source(source: NetSource) -> tuple[Config, Path]:
 def open_source(source: NetSource, *, batch_size: int, log=print) -> OpenedNet:
     try:
         return open_net(source.path, checkpoint=source.checkpoint, batch_size=batch_size,
-                        log=log)
+                        inference=source.inference, log=log)
     except NetOpenError as error:
         raise SetupError(str(error)) from None
 
@@ -115,8 +117,9 @@ def describe(source: NetSource, opened: OpenedNet | None = None) -> str:
 class Checkpoints:
     """Nets of one run's checkpoints for matches, each opened once."""
 
-    def __init__(self, run_path: Path, batch_size: int, log=print):
+    def __init__(self, run_path: Path, batch_size: int, log=print, inference: str = "float32"):
         self.run = RunDirectory(run_path, log=log)
+        self.inference = inference
         self.batch_size = batch_size
         self.log = log
         self.loaded: dict[int, object] = {}
@@ -131,14 +134,14 @@ class Checkpoints:
         """The checkpoint's net with the config it plays under (its own input planes: a run
         may have grown them); SetupError if it is gone (the loop keeps only the last few)."""
         if iteration not in self.loaded:
-            opened = open_source(NetSource(self.run.path, iteration), batch_size=self.batch_size,
-                                 log=self.log)
+            opened = open_source(NetSource(self.run.path, iteration, self.inference),
+                                 batch_size=self.batch_size, log=self.log)
             self.loaded[iteration] = NetEntry(opened.net, opened.config)
         return self.loaded[iteration]
 
 
 def match_entry(spec: PlayerSpec, config: Config, checkpoints: Checkpoints | None,
-                batch_size: int, log=print) -> tuple[object, str]:
+                batch_size: int, log=print, inference: str = "float32") -> tuple[object, str]:
     """(games.match_players.make_player entry, display name) of a match's player."""
     if spec.kind == "ckpt":
         if checkpoints is None:
@@ -146,7 +149,8 @@ def match_entry(spec: PlayerSpec, config: Config, checkpoints: Checkpoints | Non
         iteration = checkpoints.iteration(spec.value)
         return checkpoints.net(iteration), f"ckpt:{iteration}"
     if spec.kind == "model":
-        opened = open_source(NetSource(spec.value), batch_size=batch_size, log=log)
+        opened = open_source(NetSource(spec.value, inference=inference), batch_size=batch_size,
+                             log=log)
         if opened.config.board_size != config.board_size:
             raise SetupError(f"{spec} is a {opened.config.board_size}x"
                              f"{opened.config.board_size} model; the game is "

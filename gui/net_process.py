@@ -49,7 +49,7 @@ class NetProcess:
     child Python process. Thread-safe: one evaluation at a time."""
 
     def __init__(self, source: str, checkpoint: int | None = None, python: str = sys.executable,
-                 timeout: float = START_TIMEOUT):
+                 timeout: float = START_TIMEOUT, inference: str = "float32"):
         parent_end, child_end = socket.socketpair()
         env = dict(os.environ)
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -68,7 +68,7 @@ class NetProcess:
         self._lock = threading.Lock()
         self.closed = False
         try:
-            self._connection.send(("load", str(source), checkpoint))
+            self._connection.send(("load", str(source), checkpoint, inference))
             if not self._connection.poll(timeout):
                 raise NetProcessError(f"the net's process did not load the net in {timeout:g} s")
             status, payload = self._connection.recv()
@@ -148,10 +148,10 @@ def serve(fd: int) -> int:
         request = connection.recv()
         if request is None:
             return 0
-        _, source, checkpoint = request
+        _, source, checkpoint, inference = request
         from training.nets import NetOpenError, open_net  # the child alone loads the net
         try:
-            opened = open_net(source, checkpoint=checkpoint, batch_size=1,
+            opened = open_net(source, checkpoint=checkpoint, batch_size=1, inference=inference,
                               log=lambda message: print(message, file=sys.stderr, flush=True))
             net = opened.net
         except NetOpenError as error:

@@ -16,6 +16,7 @@ import json
 import math
 from dataclasses import dataclass, fields
 
+from architectures.quantized import INFERENCES
 from kernels.go_batch import BACKENDS, feature_planes
 from training.options import OneLineParser, add_run, option_name, parse_bool
 
@@ -38,6 +39,12 @@ class Config:
     # (the CUDA kernels; refused at start without a device) or "auto" (CUDA when CuPy sees a
     # device, else the CPU). The net runs wherever TensorFlow finds a GPU, whatever this says.
     backend: str = "auto"
+    # The precision the search's net plays in on the CPU (training/inference_choice.py):
+    # "auto" (int8 where the CPU has VNNI or int8 measured faster here, and int8 passes the
+    # gate by agreement; else float32), "float32", "int8" or "bf16" (refused: ONNX Runtime has
+    # no bfloat16 CPU kernels). Training stays float32; the loop's self-play follows this,
+    # its matches play float32.
+    inference: str = "auto"
 
     # The net (architectures/).
     blocks: int = 3
@@ -218,6 +225,9 @@ class Config:
             raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
         if self.backend not in BACKENDS:
             raise ValueError(f"config: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.inference not in INFERENCES:
+            raise ValueError(f"config: inference must be one of {', '.join(INFERENCES)}, got "
+                             f"{self.inference!r}")
         if self.gumbel_considered and (self.forced_playouts or self.full_search_share < 1
                                        or self.leaves_per_game > 1):
             raise ValueError("config: gumbel_considered > 0 needs forced_playouts 0, "
@@ -415,7 +425,7 @@ class Config:
         for f in fields(cls):
             parser.add_argument(option_name(f.name), dest=f.name, default=None,
                                 type=_parser_for(f),
-                                choices=BACKENDS if f.name == "backend" else None,
+                                choices={"backend": BACKENDS, "inference": INFERENCES}.get(f.name),
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
         if check is not None:
@@ -484,7 +494,8 @@ PRESETS = {
     # The default: learns something visible on a 2-core laptop CPU within an hour.
     "cpu": Config(),
     # For tests: seconds per iteration.
-    "tiny": Config(board_size=5, history=1, blocks=1, filters=8, value_hidden=16, simulations=4,
+    # (float32 inference: an int8 graph of a 1x8 net gains nothing and costs each start.)
+    "tiny": Config(inference="float32", board_size=5, history=1, blocks=1, filters=8, value_hidden=16, simulations=4,
                    num_games=8, positions_per_iteration=64, train_batch_size=32, sample_reuse=1.0,
                    replay_window=1024, min_replay=32, eval_games_random=8, eval_simulations=2,
                    sgf_samples=1, temperature_moves=2, gnugo_every=0, gnugo_level=0,

@@ -248,16 +248,22 @@ def read_named_weights(source: str | os.PathLike, *, checkpoint: int | None = No
 
 
 def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_size: int = 1,
-             log=print) -> OpenedNet:
+             inference: str = "float32", log=print) -> OpenedNet:
     """A net that plays, from a run (a bare name means runs/NAME; its newest readable
     checkpoint, or iteration `checkpoint`) or a model file (a path ending in .npz): ONNX
     Runtime's graph of its named weights (architectures/onnx_net.py), without TensorFlow, so
-    a front end starts in a second. Calls of more than `batch_size` rows run in chunks."""
-    from architectures.onnx_net import OnnxNet
+    a front end starts in a second. Calls of more than `batch_size` rows run in chunks.
+    `inference` (Config.inference) picks its precision on this CPU and logs the choice and
+    why (training/inference_choice.py); NetOpenError for one that cannot be had."""
+    from training.inference_choice import choose_inference
     config, weights, opened = read_named_weights(source, checkpoint=checkpoint, log=log)
-    net = OnnxNet(weights, config.board_size, config.input_planes, name=opened.label,
-                  batch_size=batch_size)
-    return replace(opened, net=net)
+    try:
+        choice = choose_inference(inference, weights, config, batch_size=batch_size, log=log)
+    except ValueError as error:
+        raise NetOpenError(str(error)) from None
+    if inference != "float32":
+        log(f"net: {choice.describe()}")
+    return replace(opened, net=choice.net(weights, config, opened.label, batch_size))
 
 
 def with_source_shape(config: Config, source: str | os.PathLike,

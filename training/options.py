@@ -30,6 +30,8 @@ import math
 import sys
 from dataclasses import dataclass
 
+from architectures.quantized import INFERENCES
+
 DEFAULT_BOARD_SIZE = 9     # where neither a net nor --board-size sets the board
 GNUGO_LEVELS = range(0, 11)
 RUN_HELP = "run directory: a bare name means runs/NAME, a path is used as given"
@@ -132,12 +134,22 @@ def add_run(parser, *, default=None, extra_help: str = "") -> None:
 
 
 def add_net_source(parser) -> None:
-    """--run, --model and --checkpoint: which net plays (games/players.py resolves them)."""
+    """--run, --model and --checkpoint: which net plays (games/players.py resolves them);
+    --inference: in which precision."""
     add_run(parser)
     parser.add_argument("--model", default=None, metavar="FILE",
                         help="a model file (.npz), e.g. the shipped models/9x9.npz or a run's "
                              "model.npz")
     add_checkpoint(parser)
+    add_inference(parser)
+
+
+def add_inference(parser) -> None:
+    parser.add_argument("--inference", default="auto", choices=INFERENCES,
+                        help="the precision the net plays in on the CPU: auto (int8 where the "
+                             "CPU has VNNI, or where int8 measures faster here, if it answers "
+                             "as float32 does; else float32), float32, int8 or bf16 "
+                             "(default auto; the first line says what was chosen and why)")
 
 
 def add_checkpoint(parser) -> None:

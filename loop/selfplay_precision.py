@@ -1,0 +1,53 @@
+"""The precision the loop's self-play net plays in (Config.inference), and its int8 graph kept
+in step with training.
+
+Chosen once when the loop starts, from the trainer's weights then, as every front end chooses
+(training/inference_choice.py). Only the CPU's self-play is quantized: training stays float32,
+the replay's targets are what the search made, the matches play float32, and the CUDA
+rules' net (float16 on the GPU) and Ray's actors are left as they are. After each iteration's
+training the int8 graph is made again from the new weights, its activation ranges from
+CALIBRATION positions of the iteration's own self-play; `requantize` returns what that took,
+which the loop records beside the iteration's time (metrics `quantize_seconds`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.go_batch import resolve_backend, with_komi_plane
+from training.config import Config
+from training.inference_choice import InferenceChoice, choose_inference
+
+CALIBRATION = 512
+
+
+def selfplay_choice(config: Config, model, log) -> InferenceChoice:
+    """The self-play net's precision for `config` and the trainer's `model` now."""
+    if config.inference == "float32":
+        return InferenceChoice("float32", "asked for")
+    if config.workers or resolve_backend(config.backend) == "cuda":
+        return InferenceChoice("float32", "int8 is for self-play on the CPU")
+    from architectures.array_net import keras_named_weights
+    choice = choose_inference(config.inference, keras_named_weights(model), config,
+                              batch_size=config.num_games, log=log)
+    log(f"self-play net: {choice.describe()}")
+    return choice
+
+
+def int8_net(choice: InferenceChoice, model, config: Config):
+    """The int8 self-play net following the trainer's `model` (OnnxNet.following)."""
+    from architectures.onnx_net import OnnxNet
+    return OnnxNet.following(model, config.num_games, precision="int8",
+                             calibration=choice.calibration)
+
+
+def requantize(net, batch, config: Config, rng: np.random.Generator) -> float:
+    """Make `net`'s int8 graph from the trainer's new weights, calibrated on positions of
+    `batch` (the iteration's self-play); the seconds it took."""
+    rows = rng.choice(len(batch.planes), min(CALIBRATION, len(batch.planes)), replace=False)
+    planes = np.asarray(batch.planes[np.sort(rows)], dtype=np.float32)
+    if config.komi_input:
+        planes = with_komi_plane(planes, batch.komi[np.sort(rows)])
+    net.calibrate(planes)
+    before = net.quantize_seconds
+    net.follow()
+    return net.quantize_seconds - before

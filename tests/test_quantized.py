@@ -1,0 +1,132 @@
+"""int8 inference (architectures/quantized.py, training/inference_choice.py): the gate by
+agreement on stored positions of the shipped net's own self-play (tests/data, written by
+`benchmarks/bench_quantized.py --positions 640 --store tests/data/shipped_positions.npz`),
+judged against the NumPy array net (architectures/array_net.py), a float32 implementation
+that shares no code with ONNX Runtime; the choice, its cache and its refusals; the loop's
+int8 self-play net made again after each iteration's training."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+
+from architectures.array_net import ArrayNet  # noqa: E402
+from architectures.onnx_net import OnnxNet  # noqa: E402
+from architectures.quantized import (agreement, cpu_flags, gate_failures,  # noqa: E402
+                                     vnni_name)
+from kernels.go_batch import KOMI_SCALE  # noqa: E402
+from training.inference_choice import choose_inference  # noqa: E402
+from training.nets import SHIPPED_MODEL, read_named_weights  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+STORED = ROOT / "tests" / "data" / "shipped_positions.npz"
+
+
+def stored_positions() -> np.ndarray:
+    with np.load(STORED) as stored:
+        planes = stored["planes"].astype(np.float32)
+        if bool(stored["komi_input"]):
+            komi = stored["komi_plane"].astype(np.float32).reshape(-1, 1, 1, 1)
+            planes = np.concatenate([planes, np.broadcast_to(komi, (*planes.shape[:3], 1))], -1)
+    return planes
+
+
+def test_stored_positions_are_the_shipped_nets_input():
+    config, _, _ = read_named_weights(SHIPPED_MODEL)
+    planes = stored_positions()
+    assert len(planes) >= 600 and planes.shape[1:] == (9, 9, config.input_planes)
+    # The komi plane holds a komi for the side to move (KOMI_SCALE per unit).
+    assert np.all(np.abs(planes[..., -1] * KOMI_SCALE) <= 30)
+
+
+def test_the_int8_net_answers_within_the_gate_where_the_cpu_has_vnni():
+    """On the CPUs int8 is for, the quantized shipped net keeps the gate on positions it did
+    not calibrate on: top-1 >= 0.98 where float32's best move is clear, value error <= 0.05.
+    Without VNNI the 7-bit weights answer closer to float32 than 8-bit ones."""
+    config, weights, _ = read_named_weights(SHIPPED_MODEL)
+    planes = stored_positions()
+    calibration, held_out = planes[:256], planes[256:]
+    reference = ArrayNet(weights, config)
+
+    def scored(reduce_range: bool) -> dict:
+        from architectures.quantized import quantized_graph
+        graph = quantized_graph(weights, 9, config.input_planes, "int8", calibration,
+                                reduce_range=reduce_range)
+        net = OnnxNet(weights, 9, config.input_planes, precision="int8",
+                      calibration=calibration, search_graph=graph.SerializeToString())
+        return agreement(reference, net, held_out)
+
+    if vnni_name(cpu_flags()):
+        scores = scored(reduce_range=False)
+        assert gate_failures(scores) == [], scores
+    else:
+        seven, eight = scored(reduce_range=True), scored(reduce_range=False)
+        assert seven["value_mae"] < eight["value_mae"], (seven, eight)
+        assert seven["top1_clear"] >= eight["top1_clear"], (seven, eight)
+
+
+def test_auto_follows_the_gate_and_the_cache_is_kept_and_mended(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    config, weights, _ = read_named_weights(SHIPPED_MODEL)
+    lines: list[str] = []
+    choice = choose_inference("auto", weights, config, batch_size=64, log=lines.append)
+    assert len(lines) == 1 and lines[0].startswith("int8 net made"), lines
+    folder = tmp_path / "batched-go-zero" / "int8"
+    (record_path,) = folder.glob("*.json")
+    record = json.loads(record_path.read_text())
+    (scores,) = [cpu["scores"] for cpu in record["cpus"].values()]
+    if gate_failures(scores):
+        assert choice.precision == "float32" and "refused" in choice.reason
+    else:
+        assert choice.precision == "int8"
+        assert ("VNNI" in choice.reason) == bool(vnni_name(cpu_flags()))
+    # Kept: the next start reads it and logs nothing.
+    again = choose_inference("auto", weights, config, batch_size=64, log=lines.append)
+    assert len(lines) == 1 and again.precision == choice.precision
+    # Damaged: set aside with a message, made again.
+    record_path.write_text("{ not json")
+    mended = choose_inference("auto", weights, config, batch_size=64, log=lines.append)
+    assert "could not be read" in lines[1] and "set aside" in lines[1]
+    assert (folder / (record_path.name + ".damaged")).exists()
+    assert lines[2].startswith("int8 net made") and mended.precision == choice.precision
+    # Asked for, int8 plays whatever the gate says (and says it).
+    forced = choose_inference("int8", weights, config, batch_size=64, log=lines.append)
+    assert forced.precision == "int8"
+    assert ("fails the gate" in forced.reason) == bool(gate_failures(scores))
+    net = forced.net(weights, config, "int8", 64)
+    policy, value = net(stored_positions()[:8])
+    assert policy.shape == (8, 82) and np.all(np.abs(value) <= 1)
+
+
+def test_bf16_and_unknown_precisions_are_refused_in_one_line(tmp_path):
+    config, weights, _ = read_named_weights(SHIPPED_MODEL)
+    with pytest.raises(ValueError, match="bfloat16") as error:
+        choose_inference("bf16", weights, config, batch_size=1)
+    assert "\n" not in str(error.value)
+    done = subprocess.run([sys.executable, "gtp_engine.py", "--inference", "bf16"], cwd=ROOT,
+                          input="name\nquit\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.strip().count("\n") == 0 and "bfloat16" in done.stderr, done.stderr
+
+
+def test_the_loops_int8_selfplay_net_is_made_again_after_each_iterations_training(
+        tmp_path, monkeypatch):
+    from test_training_loop import run_main
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    run = tmp_path / "run"
+    code, _, err = run_main(run, "--iterations", "2", "--inference", "int8")
+    assert code == 0, err
+    assert "self-play net: int8 (asked for" in err
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["inference"] for r in records] == ["int8", "int8"]
+    assert all(r["quantize_seconds"] > 0 for r in records), records
+    code, _, err = run_main(tmp_path / "plain", "--iterations", "1")
+    records = [json.loads(line) for line in
+               (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()]
+    assert code == 0 and records[0]["inference"] == "float32" and records[0]["quantize_seconds"] == 0
