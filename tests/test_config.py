@@ -77,6 +77,8 @@ def test_every_field_has_a_flag():
             text, wanted = str(not default).lower(), not default
         elif field.name == "backend":
             text = wanted = "cpu"
+        elif field.name == "inference":
+            text = wanted = "int8"
         elif isinstance(default, str):
             text = wanted = "10.0.0.1:6379"
         else:
