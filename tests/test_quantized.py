@@ -7,6 +7,7 @@ int8 self-play net made again after each iteration's training."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from architectures.onnx_net import OnnxNet  # noqa: E402
 from architectures.quantized import (agreement, cpu_flags, gate_failures,  # noqa: E402
                                      vnni_name)
 from kernels.go_batch import KOMI_SCALE  # noqa: E402
+from training import inference_choice  # noqa: E402
 from training.inference_choice import choose_inference  # noqa: E402
 from training.nets import SHIPPED_MODEL, read_named_weights  # noqa: E402
 
@@ -73,12 +75,21 @@ def test_the_int8_net_answers_within_the_gate_where_the_cpu_has_vnni():
 
 def test_auto_follows_the_gate_and_the_cache_is_kept_and_mended(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(inference_choice, "KEPT_ENTRIES", 2)
+    folder = tmp_path / "batched-go-zero" / "int8"
+    folder.mkdir(parents=True)
+    for age, name in enumerate(("older", "old")):      # entries of other weights, made before
+        for suffix in (".json", ".onnx", ".npz"):
+            (folder / (name + suffix)).write_text("{}")
+            os.utime(folder / (name + suffix), (1_000_000 + age, 1_000_000 + age))
     config, weights, _ = read_named_weights(SHIPPED_MODEL)
     lines: list[str] = []
     choice = choose_inference("auto", weights, config, batch_size=64, log=lines.append)
     assert len(lines) == 1 and lines[0].startswith("int8 net made"), lines
-    folder = tmp_path / "batched-go-zero" / "int8"
-    (record_path,) = folder.glob("*.json")
+    # The newest KEPT_ENTRIES are kept, each whole.
+    assert sorted(path.stem for path in folder.glob("*.json"))[1:] == ["old"]
+    assert not any(folder.glob("older.*"))
+    (record_path,) = [path for path in folder.glob("*.json") if path.stem != "old"]
     record = json.loads(record_path.read_text())
     (scores,) = [cpu["scores"] for cpu in record["cpus"].values()]
     if gate_failures(scores):

@@ -24,7 +24,8 @@ Cache: the int8 graph, its positions, and per CPU its gate scores and timings ar
 $XDG_CACHE_HOME/batched-go-zero/int8 (else ~/.cache/...), files per set of weights (named by
 their SHA-256, layout below), written atomically, so later starts take a few
 milliseconds. An entry that cannot be read is set aside (renamed *.damaged) with a message
-and made again.
+and made again. The KEPT_ENTRIES newest entries are kept: a training loop makes one at every
+start, from that start's weights.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ GATE_POSITIONS = 512
 TIMING_REPEATS = 5
 TIMING_SECONDS = 0.05
 FORMAT = 1
+KEPT_ENTRIES = 32      # the cache keeps the most recently made entries (a loop makes one a start)
 
 
 @dataclass(frozen=True)
@@ -228,12 +230,22 @@ def _write(entry: dict, arrays: bool = False) -> None:
     try:
         record_path.parent.mkdir(parents=True, exist_ok=True)
         if arrays:
+            _prune(record_path.parent, KEPT_ENTRIES - 1)
             _atomic(graph_path, lambda f: f.write(entry["graph"]))
             _atomic(arrays_path, lambda f: np.savez_compressed(
                 f, calibration=entry["calibration"], gate=entry["gate"]))
         _atomic(record_path, lambda f: f.write(json.dumps(record, indent=1).encode()))
     except OSError:
         pass    # a cache that cannot be written only costs the next start the same work
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Remove all but the `keep` newest entries (a training loop makes one at every start, from
+    that start's weights)."""
+    records = sorted(folder.glob("*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for record in records[keep:]:
+        for path in (record, record.with_suffix(".onnx"), record.with_suffix(".npz")):
+            path.unlink(missing_ok=True)
 
 
 def _atomic(path: Path, write) -> None:
