@@ -188,7 +188,9 @@ class TrainingLoop:
         """The evaluator self-play runs: on the CUDA rules the net on the GPU without
         TensorFlow (architectures/array_net.py), so the planes never leave the device; it
         holds a folded copy of the weights, refreshed after each iteration's training.
-        Elsewhere the compiled net, which reads the trainer's variables itself."""
+        Elsewhere the compiled net, which reads the trainer's variables itself, or where the
+        self-play precision is int8 (loop/selfplay_precision.py) ONNX Runtime's int8 graph of
+        the trainer's weights, re-made after each iteration's training."""
         self.device_net = self.int8_net = None
         if resolve_backend(self.learner.config.backend) != "cuda":
             if self.inference.precision == "int8":
