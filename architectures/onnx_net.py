@@ -108,8 +108,9 @@ class OnnxNet:
         this happens at the next call)."""
         if self._model is not None and weights_version(self._model) != self._version:
             from architectures.array_net import keras_named_weights
-            self._version = weights_version(self._model)
+            version = weights_version(self._model)   # read first: a change during the copy shows
             self.load(keras_named_weights(self._model))
+            self._version = version                  # only once loaded: a failure is retried
 
     def _run(self, planes, head: str, graph: dict, outputs: int) -> list[np.ndarray]:
         """The outputs of graph `head` on `planes` (checked, on the host), chunked."""

@@ -34,6 +34,7 @@ import json
 import os
 import statistics
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,10 @@ def own_play_positions(net, config: Config, count: int, seed: int = 0) -> np.nda
         found.append(planes)
         total += len(planes)
         policy, _ = net(planes)
-        policy = np.where(go.sensible_moves(), np.maximum(policy, 0), 0).astype(np.float64)
+        sensible = go.sensible_moves()
+        policy = np.where(sensible, np.maximum(policy, 0), 0).astype(np.float64)
+        # A row whose sensible moves all underflowed to 0 picks among them evenly.
+        policy = np.where(policy.sum(axis=1, keepdims=True) > 0, policy, sensible)
         policy /= policy.sum(axis=1, keepdims=True)
         moves = (policy.cumsum(axis=1) < rng.random((len(policy), 1))).sum(axis=1)
         go.play(np.minimum(moves, n * n))
@@ -129,14 +133,26 @@ def choose_inference(requested: str, weights: dict[str, np.ndarray], config: Con
                          "inference path, has no bfloat16 CPU kernels (use auto, int8 or float32)")
     if requested not in ("auto", "int8"):
         raise ValueError(f"--inference must be auto, float32, int8 or bf16, got {requested!r}")
+    if requested == "auto":
+        try:
+            return _automatic(weights, config, batch_size, log)
+        except Exception as error:      # noqa: BLE001 - auto must still play, in float32
+            first = (str(error).strip().splitlines() or [""])[0]
+            return InferenceChoice("float32", f"the int8 net could not be made: "
+                                              f"{type(error).__name__}: {first}")
+    entry = _cached(weights, config, log)
+    here = _on_this_cpu(entry, weights, config)
+    failures = gate_failures(here["scores"])
+    reason = "asked for" + (f"; it fails the gate here: {'; '.join(failures)}"
+                            if failures else "")
+    return InferenceChoice("int8", reason, entry["graph"], entry["calibration"])
+
+
+def _automatic(weights, config: Config, batch_size: int | None, log) -> InferenceChoice:
     entry = _cached(weights, config, log)
     here = _on_this_cpu(entry, weights, config)
     failures = gate_failures(here["scores"])
     graph, calibration = entry["graph"], entry["calibration"]
-    if requested == "int8":
-        reason = "asked for" + (f"; it fails the gate here: {'; '.join(failures)}"
-                                if failures else "")
-        return InferenceChoice("int8", reason, graph, calibration)
     if failures:
         return InferenceChoice("float32", f"int8 refused on this CPU: {'; '.join(failures)}")
     vnni = vnni_name(cpu_flags())
@@ -166,18 +182,24 @@ def _cached(weights, config: Config, log) -> dict:
     """{"key", "graph", "calibration", "gate", "cpus"}: read, or made and written."""
     key = weights_key(weights, config)
     paths = _paths(key)
-    if any(path.exists() for path in paths):
+    # The record is written last: without it the entry is not (yet) there.
+    if paths[0].exists():
         try:
             record = json.loads(paths[0].read_text())
             graph = paths[1].read_bytes()
             with np.load(paths[2]) as arrays:
                 calibration = arrays["calibration"].astype(np.float32)
                 gate = arrays["gate"].astype(np.float32)
-            if record.get("format") != FORMAT or not graph or not isinstance(record["cpus"], dict):
+            if not isinstance(record, dict) or record.get("format") != FORMAT or not graph:
                 raise ValueError("another format")
+            for here in record["cpus"].values():
+                if "scores" in here and not {"top1_clear", "value_mae"} <= set(here["scores"]):
+                    raise ValueError("a CPU's scores are incomplete")
+                dict(here["timings"])
             return {"key": key, "graph": graph, "calibration": calibration, "gate": gate,
                     "cpus": record["cpus"]}
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError,
+                zipfile.BadZipFile) as error:
             for path in paths:
                 if path.exists():
                     path.replace(path.with_name(path.name + ".damaged"))
@@ -196,9 +218,10 @@ def _make(weights, config: Config, key: str, log) -> dict:
                    precision="int8", calibration=calibration)
     entry = {"key": key, "graph": int8.int8_graph, "calibration": calibration, "gate": gate,
              "cpus": {}}
-    _write(entry, arrays=True)
+    kept = _write(entry, arrays=True)
     log(f"int8 net made in {time.perf_counter() - started:.1f} s from {len(positions)} "
-        f"positions of its own play; kept in {cache_folder()}")
+        f"positions of its own play; " + (f"kept in {cache_folder()}" if kept else
+                                          f"not kept: {cache_folder()} cannot be written"))
     return entry
 
 
@@ -224,7 +247,8 @@ def _int8_net(entry: dict, weights, config: Config):
                    calibration=entry["calibration"], search_graph=entry["graph"])
 
 
-def _write(entry: dict, arrays: bool = False) -> None:
+def _write(entry: dict, arrays: bool = False) -> bool:
+    """Whether the entry could be written."""
     record_path, graph_path, arrays_path = _paths(entry["key"])
     record = {"format": FORMAT, "cpus": entry["cpus"]}
     try:
@@ -236,7 +260,8 @@ def _write(entry: dict, arrays: bool = False) -> None:
                 f, calibration=entry["calibration"], gate=entry["gate"]))
         _atomic(record_path, lambda f: f.write(json.dumps(record, indent=1).encode()))
     except OSError:
-        pass    # a cache that cannot be written only costs the next start the same work
+        return False    # a cache that cannot be written only costs the next start the same work
+    return True
 
 
 def _prune(folder: Path, keep: int) -> None:
