@@ -52,14 +52,13 @@ class OnnxNet:
         self.device = DEVICE + (", int8" if precision == "int8" else "")
         self._calibration = calibration
         self.quantize_seconds = 0.0      # spent quantizing so far (the loop reports it)
-        self._search_graph = search_graph    # the first weights' int8 graph, made already
         self.int8_graph: bytes | None = None  # the int8 search graph playing (serialised)
         self.board_size, self.input_planes = int(board_size), int(input_planes)
         self.num_actions = self.board_size * self.board_size + 1
         self.batch_size = None if batch_size is None else int(batch_size)
         self._name = name
         self._model = self._version = None       # the Keras model followed (`following`)
-        self.load(weights)
+        self.load(weights, int8_graph=search_graph)
 
     @classmethod
     def following(cls, model, batch_size: int | None = None, *, precision: str = "float32",
@@ -75,32 +74,33 @@ class OnnxNet:
         net._model, net._version = model, version
         return net
 
-    def load(self, weights: dict[str, np.ndarray]) -> None:
+    def load(self, weights: dict[str, np.ndarray], int8_graph: bytes | None = None) -> None:
         """Play with new weights of the same net from the next call on (a self-play actor
         taking the learner's newest): the search's session is rebuilt now, the side graphs
-        on their next call."""
+        on their next call. An int8 net quantizes the weights unless `int8_graph` is their
+        quantized graph already."""
+        if self.precision == "int8":
+            if int8_graph is None:
+                from architectures.quantized import quantized_graph
+                started = time.perf_counter()
+                int8_graph = quantized_graph(weights, self.board_size, self.input_planes,
+                                             self._name, self._calibration).SerializeToString()
+                self.quantize_seconds += time.perf_counter() - started
+            search = onnxruntime_session(int8_graph)
+        else:
+            search = self._session(weights)
+        # Only once the search's session is made: a failure leaves the net as it was.
         self.has_aux_heads = "ownership_conv.kernel" in weights
         self._weights = weights
-        if self.precision == "int8" and self._search_graph is None:
-            from architectures.quantized import quantized_graph
-            started = time.perf_counter()
-            self._search_graph = quantized_graph(
-                weights, self.board_size, self.input_planes, self._name,
-                self._calibration).SerializeToString()
-            self.quantize_seconds += time.perf_counter() - started
-        if self.precision == "int8":
-            search = onnxruntime_session(self._search_graph)
-            self.int8_graph, self._search_graph = self._search_graph, None  # next: afresh
-        else:
-            search = self._session()
+        self.int8_graph = int8_graph
         self._sessions = {"search": search}
 
     def calibrate(self, planes: np.ndarray) -> None:
         """Activation ranges from these planes at the next quantization (an int8 net)."""
         self._calibration = planes
 
-    def _session(self, **graph):
-        return onnxruntime_session(onnx_graph(self._weights, self.board_size, self.input_planes,
+    def _session(self, weights, **graph):
+        return onnxruntime_session(onnx_graph(weights, self.board_size, self.input_planes,
                                               self._name, **graph))
 
     def follow(self) -> None:
@@ -126,7 +126,7 @@ class OnnxNet:
             raise ValueError(f"planes must be (k, {', '.join(map(str, expected))}), "
                              f"got shape {planes.shape}")
         if head not in self._sessions:
-            self._sessions[head] = self._session(**graph)
+            self._sessions[head] = self._session(self._weights, **graph)
         session, rows = self._sessions[head], len(planes)
         if rows == 0:
             n, moves = self.board_size, self.num_actions

@@ -86,18 +86,13 @@ def load_tensorflow():
         import tensorflow
         return _growing(tensorflow)
     if not _hides_info():
-        with _declining_optional_imports():
-            import tensorflow
-            import keras  # noqa: F401
-        return _growing(tensorflow)
+        return _growing(_import_tensorflow())
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            with _declining_optional_imports():
-                import tensorflow
-                import keras  # noqa: F401  (its backend's import logs through the same path)
+            tensorflow = _import_tensorflow()
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -109,6 +104,13 @@ def load_tensorflow():
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
     return _growing(tensorflow)
+
+
+def _import_tensorflow():
+    with _declining_optional_imports():
+        import tensorflow
+        import keras  # noqa: F401  (its backend's import logs through the same path)
+    return tensorflow
 
 
 def _growing(tensorflow):

@@ -43,10 +43,11 @@ def int8_net(choice: InferenceChoice, model, config: Config):
 def requantize(net, batch, config: Config, rng: np.random.Generator) -> float:
     """Make `net`'s int8 graph from the trainer's new weights, calibrated on positions of
     `batch` (the iteration's self-play); the seconds it took."""
-    rows = rng.choice(len(batch.planes), min(CALIBRATION, len(batch.planes)), replace=False)
-    planes = np.asarray(batch.planes[np.sort(rows)], dtype=np.float32)
+    rows = np.sort(rng.choice(len(batch.planes), min(CALIBRATION, len(batch.planes)),
+                              replace=False))
+    planes = np.asarray(batch.planes[rows], dtype=np.float32)
     if config.komi_input:
-        planes = with_komi_plane(planes, batch.komi[np.sort(rows)])
+        planes = with_komi_plane(planes, batch.komi[rows])
     net.calibrate(planes)
     before = net.quantize_seconds
     net.follow()

@@ -140,18 +140,21 @@ def choose_inference(requested: str, weights: dict[str, np.ndarray], config: Con
             first = (str(error).strip().splitlines() or [""])[0]
             return InferenceChoice("float32", f"the int8 net could not be made: "
                                               f"{type(error).__name__}: {first}")
-    entry = _cached(weights, config, log)
-    here = _on_this_cpu(entry, weights, config)
-    failures = gate_failures(here["scores"])
+    entry, here, failures = _gated(weights, config, log)
     reason = "asked for" + (f"; it fails the gate here: {'; '.join(failures)}"
                             if failures else "")
     return InferenceChoice("int8", reason, entry["graph"], entry["calibration"])
 
 
-def _automatic(weights, config: Config, batch_size: int | None, log) -> InferenceChoice:
+def _gated(weights, config: Config, log) -> tuple[dict, dict, list[str]]:
+    """(the cache entry, this CPU's record of it, what keeps it from the gate here)."""
     entry = _cached(weights, config, log)
     here = _on_this_cpu(entry, weights, config)
-    failures = gate_failures(here["scores"])
+    return entry, here, gate_failures(here["scores"])
+
+
+def _automatic(weights, config: Config, batch_size: int | None, log) -> InferenceChoice:
+    entry, here, failures = _gated(weights, config, log)
     graph, calibration = entry["graph"], entry["calibration"]
     if failures:
         return InferenceChoice("float32", f"int8 refused on this CPU: {'; '.join(failures)}")
@@ -216,8 +219,9 @@ def _make(weights, config: Config, key: str, log) -> dict:
     calibration, gate = positions[:CALIBRATION_POSITIONS], positions[CALIBRATION_POSITIONS:]
     int8 = OnnxNet(weights, config.board_size, config.input_planes, "int8",
                    precision="int8", calibration=calibration)
+    # Scored on this CPU now, with the two nets at hand.
     entry = {"key": key, "graph": int8.int8_graph, "calibration": calibration, "gate": gate,
-             "cpus": {}}
+             "cpus": {cpu_key(): {"scores": agreement(float32, int8, gate), "timings": {}}}}
     kept = _write(entry, arrays=True)
     log(f"int8 net made in {time.perf_counter() - started:.1f} s from {len(positions)} "
         f"positions of its own play; " + (f"kept in {cache_folder()}" if kept else
