@@ -3,7 +3,6 @@
 its PID during iteration 2 (Ray restarts it; the iteration and the next complete); the run
 directory is then read back without the code under test (test_training_loop's readers).
 """
-import json
 import os
 import re
 import signal
@@ -14,7 +13,6 @@ import numpy as np
 import pytest
 
 from cluster import ClusterError
-from cluster.selfplay_workers import connect
 from training.config import PRESETS
 
 from test_training_loop import (PROJECT_ROOT, SIDE_TO_MOVE_PLANE, TINY_ARGS, assert_consistent,
@@ -74,15 +72,15 @@ def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     assert sum(r["worker_restarts"] for r in records) == 1
     assert records[-1]["worker_restarts_total"] == 1
     assert all(r["workers_alive"] in (1, 2) for r in records)  # 1 while it restarts
-    # A worker's speed is the moves it plays per second of its own playing time: about what
-    # one process without Ray self-plays at (measured here), not the positions of the games
-    # handed over after short calls over the call's time (once 10x more).
-    from test_training_loop import run_main
-    code, _, err = run_main(tmp_path / "single", "--iterations", "2")
-    assert code == 0, err
-    single = json.loads((tmp_path / "single" / "metrics.jsonl").read_text().splitlines()[-1])
-    per_worker = np.median([r["positions_per_worker_per_s"] for r in records])
-    assert per_worker <= 3 * single["selfplay_positions_per_s"], (per_worker, single)
+    # A worker's speed is the moves it plays per second of its own playing time, not the
+    # positions of the games handed over after short calls over the call's time (once 10x
+    # more). The two workers play while the learner trains and evaluates, so the positions
+    # arriving per second of the iteration are about 2 x a worker's speed x the share of the
+    # iteration it played: a worker's speed over the arrival rate was 1.0-1.7 here, at any
+    # load, as it is measured in the same seconds. (Against a separate run of one process,
+    # as this test once did, the load of the moment alone made 3x.)
+    ratios = [r["positions_per_worker_per_s"] / r["selfplay_positions_per_s"] for r in records]
+    assert np.median(ratios) <= 4, ratios
 
     chunks = [read_chunk(run, iteration) for iteration in range(1, ITERATIONS + 1)]
     for iteration, chunk in enumerate(chunks, start=1):
@@ -109,6 +107,7 @@ def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     ("nocolon", "ray_address 'nocolon' is not HOST:PORT or 'auto'"),
 ])
 def test_unreachable_cluster_is_a_one_line_error(address, mentions):
+    from cluster.selfplay_workers import connect     # imports Ray: 4.5 s, so only here
     config = PRESETS["tiny"].overridden(workers=1, ray_address=address)
     with pytest.raises(ClusterError) as error:
         connect(config, log=print)

@@ -20,16 +20,21 @@ NVCC = shutil.which("nvcc")
 
 
 # Every rules variant for the H100/H200's architecture; the A100's once: the source has no
-# architecture-dependent code, so one variant shows that it compiles there too.
+# architecture-dependent code, so one variant shows that it compiles there too. The variants
+# differ in what the preprocessor and the front end see. The optimizer, 9.2 s of a 9.8 s
+# 19x19 compile, gets no new code from them: one variant (9x9 with superko, the shipped
+# rules) is optimized as the GPU's own compile is, and the others skip it (-Xcicc -O0).
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on this machine")
-@pytest.mark.parametrize("arch,board_size,history,superko",
-                         [("sm_90", 2, 0, 0), ("sm_90", 9, 7, 0), ("sm_90", 9, 7, 1),
-                          ("sm_90", 19, 7, 0), ("sm_90", 19, 7, 1), ("sm_80", 9, 7, 1)])
-def test_cuda_sources_compile_with_nvcc(tmp_path, arch, board_size, history, superko):
+@pytest.mark.parametrize("arch,board_size,history,superko,optimized",
+                         [("sm_90", 2, 0, 0, False), ("sm_90", 9, 7, 0, False),
+                          ("sm_90", 9, 7, 1, True), ("sm_90", 19, 7, 0, False),
+                          ("sm_90", 19, 7, 1, False), ("sm_80", 9, 7, 1, False)])
+def test_cuda_sources_compile_with_nvcc(tmp_path, arch, board_size, history, superko, optimized):
     output = tmp_path / "go_kernels.ptx"
     command = [NVCC, "-ptx", f"-arch={arch}", "--std=c++14", f"-DGO_N={board_size}",
                f"-DGO_HISTORY={history}", f"-DGO_SUPERKO={superko}",
                f"-DGO_MAX_MOVES={2 * board_size * board_size}", f"-I{KERNEL_DIR}",
+               *([] if optimized else ["-Xcicc", "-O0"]),
                str(KERNEL_DIR / "go_kernels.cu"), "-o", str(output)]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -109,8 +109,8 @@ def test_the_shipped_model_enters_the_9x9_schedule_where_it_stands_through_bp_tr
     assert position >= eight
     flags = ["--run", str(tmp_path / "next"), "--preset", "9x9", "--init-from",
              str(SHIPPED_MODEL), "--iterations", "1", "--positions-per-iteration", "32",
-             "--num-games", "8", "--gnugo-every", "0", "--eval-games-random", "2",
-             "--min-replay", "1024"]
+             "--num-games", "8", "--max-moves", "12", "--gnugo-every", "0",
+             "--random-every", "0", "--min-replay", "1024"]
     for attempt in ("new", "restarted before its first checkpoint"):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
