@@ -33,7 +33,7 @@ def trained(tmp_path_factory):
             variable.assign(variable.numpy() + rng.normal(0, 0.1, variable.shape).astype(np.float32))
         states[iteration] = trainer.state_dict()
         counters = {"iteration": iteration, "games": 0, "positions": 0, "train_steps": 0}
-        run.save_checkpoint(iteration, states[iteration], counters, keep=3)
+        run.save_checkpoint(iteration, states[iteration], counters, net=config, keep=3)
     return path, states
 
 

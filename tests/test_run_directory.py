@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 from training import run_directory
+from training.config import PRESETS
 from training.run_directory import (CheckpointError, NpzError, RunDirectory, atomic_save_npz,
                                     load_npz, storage_fault)
 
 COUNTERS = {"games": 0, "positions": 0, "train_steps": 0}
+TINY = PRESETS["tiny"]     # the net a checkpoint records (these hold stand-in arrays)
 FULL = os.strerror(errno.ENOSPC)
 
 
@@ -98,13 +100,13 @@ def test_a_full_disk_names_the_checkpoint_and_keeps_the_previous_one(tmp_path, m
     run = RunDirectory(tmp_path / "run", log=lambda message: None)
     for iteration in (1, 2):
         run.save_checkpoint(iteration, {"w": np.full(3, iteration, np.float32)},
-                            counters(iteration), keep=2)
+                            counters(iteration), net=TINY, keep=2)
     target = run.checkpoints / "ckpt_000002.npz"   # written again, as after a fallback
     before = {path.name: path.read_bytes() for path in run.checkpoints.iterdir()}
 
     refuse(monkeypatch, step, "ckpt_000002")
     with pytest.raises(OSError) as raised:
-        run.save_checkpoint(2, {"w": np.zeros(3, np.float32)}, counters(2), keep=1)
+        run.save_checkpoint(2, {"w": np.zeros(3, np.float32)}, counters(2), net=TINY, keep=1)
     monkeypatch.undo()
 
     assert_names_the_file(raised.value, target)
@@ -207,7 +209,7 @@ def test_a_file_of_another_format_is_called_not_an_npz_archive(tmp_path):
 def test_a_checkpoint_that_is_not_an_npz_of_numbers_is_passed_over(tmp_path, make):
     messages = []
     run = RunDirectory(tmp_path / "run", log=messages.append)
-    run.save_checkpoint(1, {"w": np.ones(3, np.float32)}, counters(1), keep=3)
+    run.save_checkpoint(1, {"w": np.ones(3, np.float32)}, counters(1), net=TINY, keep=3)
     make(run.checkpoint_path(2), tmp_path / "unpickled")
 
     state, found = run.load_latest_checkpoint()

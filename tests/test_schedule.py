@@ -224,7 +224,9 @@ def test_a_run_crossing_a_growth_resumes_after_sigkill_on_both_sides(tmp_path):
     newest = open_net(run, batch_size=1)
     assert (newest.config.blocks, newest.config.aux_heads) == (2, True)
     assert newest.config.learning_rates == ((0, 0.01),)
-    for iteration in checkpoints(run):
+    for iteration, counters in checkpoints(run).items():
         opened = open_net(run, checkpoint=iteration, batch_size=1)
         with np.load(run / "checkpoints" / f"ckpt_{iteration:06d}.npz") as arrays:
-            assert opened.config.blocks == net_shape(dict(arrays))["blocks"]
+            # The shape each checkpoint records is its weights' own.
+            assert counters["net"] == net_shape(dict(arrays))
+            assert opened.config.blocks == counters["net"]["blocks"]

@@ -366,8 +366,21 @@ def nan_weights(arrays):
     arrays[name].flat[0] = np.nan
 
 
+def recorded_net_not_whole(arrays):
+    counters = json.loads(arrays[COUNTERS_KEY].tobytes().decode())
+    counters["net"] = {**counters["net"], "blocks": "two"}
+    arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), dtype=np.uint8)
+
+
+def recorded_net_of_another_shape(arrays):
+    counters = json.loads(arrays[COUNTERS_KEY].tobytes().decode())
+    counters["net"] = {**counters["net"], "filters": counters["net"]["filters"] * 2}
+    arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), dtype=np.uint8)
+
+
 @pytest.mark.parametrize("damage", [bad_counters, counters_not_numbers, wrong_shaped_weights,
-                                    nan_weights])
+                                    nan_weights, recorded_net_not_whole,
+                                    recorded_net_of_another_shape])
 def test_a_damaged_checkpoint_of_any_kind_falls_back_in_the_trainer_and_the_readers(
         three_iterations, tmp_path, damage):
     from training.nets import open_net
@@ -472,6 +485,44 @@ def test_a_run_without_its_config_json_resumes_with_its_checkpoints_net_shape(tm
     assert "config.json was missing: rebuilt" in err and "resumed" in err
     assert json.loads(config_path.read_text())["filters"] == 16
     assert checkpoint_iterations(run)[-1] == 3
+
+
+def test_checkpoints_record_their_nets_shape_and_older_ones_are_read_off_their_weights(
+        tmp_path):
+    """History 4 with the extra planes takes as many input planes (19) as history 7 with the
+    komi plane, so weights alone cannot say which net they are. Without config.json, the
+    usual command resumes with the shape the checkpoints record. A checkpoint from before
+    they recorded it (its counters without "net") is read off its weights: refused in one
+    line while nothing decides between the two, resumed once --history does."""
+    run = tmp_path / "run"
+    code, _, err = run_main(run, "--history", "4", "--extra_features", "true",
+                            "--iterations", "1")
+    assert code == 0, err
+    arrays, counters = read_checkpoint(run, 1)
+    assert counters["net"] == {**TINY.shape(), "history": 4, "extra_features": True}
+    (run / "config.json").unlink()
+    code, _, err = run_main(run, "--iterations", "2")
+    assert code == 0, err
+    assert "config.json was missing: rebuilt" in err, err
+    saved = json.loads((run / "config.json").read_text())
+    assert (saved["history"], saved["extra_features"], saved["komi_input"]) == (4, True, False)
+
+    # The same run as an older version left it: no config.json, no recorded shape.
+    (run / "config.json").unlink()
+    for iteration in checkpoint_iterations(run):
+        arrays, counters = read_checkpoint(run, iteration)
+        del counters["net"]
+        arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), np.uint8)
+        np.savez(run / "checkpoints" / f"ckpt_{iteration:06d}.npz", **arrays)
+    code, _, err = run_main(run, "--iterations", "3")
+    assert code != 0 and "Traceback" not in err, err
+    assert ("fit two inputs of this project (history 4 with the extra planes or history 7 with "
+            "the komi plane, neither with history 1)") in err, err
+    assert not (run / "config.json").exists()
+    code, _, err = run_main(run, "--history", "4", "--iterations", "3")
+    assert code == 0, err
+    assert json.loads((run / "config.json").read_text())["extra_features"] is True
+    assert read_checkpoint(run, 3)[1]["net"]["history"] == 4
 
 
 # Kill and resume.
@@ -651,7 +702,7 @@ def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
     assert open_array_net(run / "model.npz").net.board_size == TINY.board_size
     code, _, err = run_main(run, "--iterations", str(kept + 1))
     assert code == 0, err
-    assert f"resumed" in err and checkpoint_iterations(run)[-1] == kept + 1
+    assert "resumed" in err and checkpoint_iterations(run)[-1] == kept + 1
     assert_consistent(run)
 
 

@@ -76,8 +76,8 @@ def save_iteration(learner: Learner, iteration: int) -> None:
     # The checkpoint the next rated evaluation plays against outlives the pruning.
     rated = counters.get("rated_iteration")
     state = learner.trainer.state_dict()
-    run.save_checkpoint(iteration, state, counters, keep=config.checkpoints_to_keep,
-                        protect=(rated,) if rated else ())
+    run.save_checkpoint(iteration, state, counters, net=config,
+                        keep=config.checkpoints_to_keep, protect=(rated,) if rated else ())
     save_model_file(run.model_path, config, state,
                     run_model_info(run.path.name, iteration, counters))
     _prune_chunks(run, config)

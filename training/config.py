@@ -387,6 +387,10 @@ class Config:
             inputs.update(komi_spread=0.0, komi_wide_share=0.0)
         return self.overridden(**inputs)
 
+    def shape(self) -> dict:
+        """The SHAPE_FIELDS of this config: what a checkpoint records of its net."""
+        return {name: getattr(self, name) for name in self.SHAPE_FIELDS}
+
     def incompatibilities(self, saved: "Config") -> list[str]:
         return [f"{name}: run has {getattr(saved, name)}, command asks {getattr(self, name)}"
                 for name in self.SHAPE_FIELDS if getattr(saved, name) != getattr(self, name)]

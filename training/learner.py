@@ -47,10 +47,10 @@ class Learner:
         return ReplayBuffer(config.replay_window, config.board_size, config.board_planes,
                             config.komi_input, reply=config.reply_head)
 
-    def load_state(self, state: dict) -> None:
+    def load_state(self, state: dict, counters: dict) -> None:
         """Load a checkpoint's state, first rebuilding the trainer when the checkpoint's net
         has another shape (a run that grew on schedule has checkpoints of several)."""
-        grown = grown_as(self.first_config, state)
+        grown = grown_as(self.first_config, state, counters)
         trainer = self.trainer if grown == self.config else build_trainer(grown)
         trainer.load_state_dict(state)     # raises for weights that do not fit: nothing changed
         self.config, self.trainer = grown, trainer

@@ -32,7 +32,7 @@ import numpy as np
 
 from kernels.go_batch import EXTRA_PLANES, describe_backend, plane_names, resolve_backend
 from training.config import Config
-from training.net_shape import net_shape
+from training.net_shape import checkpoint_shape
 from training.run_directory import (CHECKPOINT_PREFIX, ROOT, CheckpointError, RunDirectory,
                                     atomic_save_npz, load_npz, resolve_run_path)
 
@@ -160,8 +160,8 @@ def _source_weights(source, checkpoint, fit, log):
     # with the shape its weights have (config.json keeps the run's first).
     try:
         loaded = RunDirectory(path, log=log).load_latest_checkpoint(
-            checkpoint, accept=lambda state: fit(grown_as(config, state),
-                                                 _model_weights(state)))
+            checkpoint, accept=lambda state, counters: fit(grown_as(config, state, counters),
+                                                           _model_weights(state)))
     except CheckpointError as error:
         raise NetOpenError(str(error)) from None
     if loaded is None:
@@ -169,7 +169,7 @@ def _source_weights(source, checkpoint, fit, log):
                            f"iteration 1 is complete")
     state, counters = loaded
     iteration = int(counters["iteration"])
-    config = grown_as(config.scheduled(schedule_position(counters)), state)
+    config = grown_as(config.scheduled(schedule_position(counters)), state, counters)
     return config, path, _model_weights(state), iteration, f"{path.name} iteration {iteration}"
 
 
@@ -194,14 +194,16 @@ def schedule_position(counters: dict) -> int:
     return int(counters.get("schedule_start", 0)) + int(counters.get("positions", 0))
 
 
-def grown_as(config: Config, state: dict) -> Config:
-    """`config` grown as the checkpoint's weights are: a run that grows its net on schedule
-    holds checkpoints of several sizes, and config.json keeps its first. Only growth is taken
-    (more blocks, the auxiliary heads, the reply head, the extra planes): weights of any other
-    shape are left for the fit that follows to refuse."""
+def grown_as(config: Config, state: dict, counters: dict) -> Config:
+    """`config` grown as the checkpoint's net is (its recorded shape, or its weights'): a run
+    that grows its net on schedule holds checkpoints of several sizes, and config.json keeps
+    its first. Only growth is taken (more blocks, the auxiliary heads, the reply head, the
+    extra planes): weights of any other shape are left for the fit that follows to refuse."""
     try:
-        shape = net_shape(state, config.history)
+        shape = checkpoint_shape(state, counters, config.history)
     except ValueError:
+        if "net" in counters:
+            raise            # weights that are not the net recorded: a damaged checkpoint
         return config        # refused by the fit that follows, with its own message
     grown = {name: shape[name] for name in Config.GROWTH_FIELDS}
     if any(grown[name] < getattr(config, name) for name in Config.GROWTH_FIELDS):

@@ -3,7 +3,8 @@
     runs/NAME/
         config.json            the resolved Config
         revision.txt           `git describe`, plus `git diff` when the tree was dirty
-        checkpoints/ckpt_000012.npz   trainer state + counters after iteration 12 (last few kept)
+        checkpoints/ckpt_000012.npz   trainer state + counters after iteration 12 (last few kept);
+                               the counters' "net" records the weights' net shape
         model.npz              the newest checkpoint's net as a model file (training/nets.py)
         replay/chunk_000012.npz       positions self-played in iteration 12
         metrics.jsonl          one JSON object per completed iteration
@@ -33,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from training.config import Config
-from training.net_shape import net_shape
+from training.net_shape import checkpoint_shape, recorded_shape
 
 ROOT = Path(__file__).resolve().parents[1]   # the checkout: runs/ lives there
 CHECKPOINT_PREFIX = "ckpt_"
@@ -251,11 +252,11 @@ class RunDirectory:
         explicitly for another shape, or no checkpoint is sound."""
         try:
             loaded = self.load_latest_checkpoint(
-                accept=lambda state: net_shape(state, config.history))
+                accept=lambda state, counters: checkpoint_shape(state, counters, config.history))
         except CheckpointError as error:
             raise ValueError(f"{self.config_path} is missing and {error}") from None
         state, counters = loaded
-        shape = net_shape(state, config.history)
+        shape = checkpoint_shape(state, counters, config.history)
         stored = dataclasses.replace(config, **shape)
         asked = dataclasses.replace(stored, **overrides)
         problems = asked.incompatibilities(stored)
@@ -284,11 +285,13 @@ class RunDirectory:
         return sorted(found)
 
     def save_checkpoint(self, iteration: int, state: dict[str, np.ndarray], counters: dict,
-                        keep: int, protect: tuple[int, ...] = ()) -> None:
-        """Write the checkpoint, then delete all but the newest `keep` and those in `protect`
-        (the rating's reference checkpoint)."""
+                        net: Config, keep: int, protect: tuple[int, ...] = ()) -> None:
+        """Write the checkpoint, its counters recording the shape of `net` (the config whose
+        net the state's weights are) as "net", then delete all but the newest `keep` and those
+        in `protect` (the rating's reference checkpoint)."""
         arrays = dict(state)
-        arrays[COUNTERS_KEY] = np.frombuffer(json.dumps(counters).encode(), dtype=np.uint8)
+        arrays[COUNTERS_KEY] = np.frombuffer(json.dumps({**counters, "net": net.shape()}).encode(),
+                                             dtype=np.uint8)
         atomic_save_npz(self.checkpoint_path(iteration), arrays)
         for old in self.checkpoint_iterations()[:-keep]:
             if old not in protect:
@@ -299,9 +302,10 @@ class RunDirectory:
         past damaged ones with a message; None when there is none.
 
         Damaged means: unreadable (torn, garbled), counters that are not a JSON object with
-        whole-number iteration, games, positions and train_steps, a non-finite array, or one
-        that `accept(state)` refuses by raising ValueError (the caller loads the weights
-        there: a wrong-shaped array is refused by the load, which is all or nothing)."""
+        whole-number iteration, games, positions and train_steps (and, where they record one,
+        a whole net shape), a non-finite array, or one that `accept(state, counters)` refuses
+        by raising ValueError (the caller loads the weights there: a wrong-shaped array is
+        refused by the load, which is all or nothing)."""
         candidates = self.checkpoint_iterations()
         if iteration is not None:
             if iteration not in candidates:
@@ -318,7 +322,7 @@ class RunDirectory:
                     if array.dtype.kind == "f" and not np.isfinite(array).all():
                         raise ValueError(f"{name} holds non-finite values")
                 if accept is not None:
-                    accept(arrays)
+                    accept(arrays, counters)
             except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
                 self.log(f"checkpoint {path.name} is damaged ({type(error).__name__}: {error}); "
                          f"falling back to the previous one")
@@ -439,6 +443,7 @@ def _check_counters(counters) -> None:
         value = counters.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"its counter {key} is {value!r}, not a whole number")
+    recorded_shape(counters)
 
 
 def code_revision() -> str:

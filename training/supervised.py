@@ -170,5 +170,6 @@ class SupervisedRun:
         lines = path.read_text() if path.exists() else ""
         atomic_write_text(path, lines + json.dumps(record) + "\n")
         self.run.save_checkpoint(self.counters["iteration"], self.trainer.state_dict(),
-                                 self.counters, keep=self.config.checkpoints_to_keep)
+                                 self.counters, net=self.config,
+                                 keep=self.config.checkpoints_to_keep)
         return record
