@@ -15,11 +15,8 @@ from architectures.array_net import expected_shapes, weight_names
 from kernels.go_batch import feature_planes
 from training.config import Config
 
-# The type of each recorded shape field; Config.SHAPE_FIELDS are these, in this order.
-_FIELD_TYPES = {"board_size": int, "history": int, "extra_features": bool, "komi_input": bool,
-                "blocks": int, "filters": int, "value_hidden": int, "aux_heads": bool,
-                "global_pooling": bool, "reply_head": bool}
-assert tuple(_FIELD_TYPES) == Config.SHAPE_FIELDS
+# The type of each recorded shape field: its default's in Config (all int or bool).
+_FIELD_TYPES = {name: type(getattr(Config, name)) for name in Config.SHAPE_FIELDS}
 
 
 def recorded_shape(counters: dict) -> dict | None:
