@@ -19,8 +19,10 @@
 #       from there, as a new run; `--run DIR` names the run (default
 #       runs/gpu_train; a fresh one each call, so the figures are the call's).
 #
-# Every run leaves a model: run/model.npz is rewritten at each checkpoint, so the loop's
-# iterations are sized to complete in about a minute (GPU_POSITIONS positions each).
+# Every run leaves a model: run/model.npz is rewritten at each checkpoint. An iteration is
+# GPU_POSITIONS positions (16,384: a few seconds of self-play), so the games in flight
+# (GPU_GAMES, 2,048) take the trained weights every few seconds, mid-game, and the replay
+# window (the preset's) spans several iterations rather than a part of one.
 # Figures: self-play positions/s, training samples/s, each one's share of wall time, and
 # positions per GPU-minute, from the run's metrics.jsonl.
 set -uo pipefail
@@ -65,7 +67,7 @@ run() {
         || { tail -20 "$OUT/build.log"; echo "gpu_train.sh: the build failed" >&2; exit 1; }
 
     stage "GPU tests"
-    timeout 240 "$PY" -m pytest -q -n 0 -p no:cacheprovider tests/test_array_net.py \
+    timeout 180 "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_array_net.py \
         tests/test_cuda_kernels.py tests/test_train_backends.py 2>&1 | tee "$OUT/tests.log" \
         | grep -v "^$" | tail -15
 
@@ -92,7 +94,7 @@ run() {
     case " $* " in *" --preset "*|*" --preset="*) ;; *) set -- --preset 9x9 "$@" ;; esac
     stage "the loop for $minutes minutes: bp_tree.py $*"
     timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
-        --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-65536}" \
+        --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
         "$@" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
