@@ -168,33 +168,36 @@ def test_l2_term_is_the_kernel_regularizer_sum():
         stats["loss_policy"] + stats["loss_value"] + stats["loss_l2"], rel=gamma(3))
 
 
-@pytest.mark.parametrize("poison", ["planes_nan", "policy_nan", "value_inf", "planes_huge"])
-def test_non_finite_step_is_skipped_and_leaves_weights_untouched(poison):
+def test_non_finite_steps_are_skipped_and_leave_weights_untouched():
+    """Each kind of poison in turn, on one trainer (one trace): the step is skipped, weights,
+    moving averages and optimizer state stay as they were, and a clean step then trains."""
     model = tiny_model()
     trainer = Trainer(model, batch_size=8, learning_rates=[(0, 0.05)])
     planes, policy_targets, value_targets = training_batch(8)
     trainer.train_step(planes, policy_targets, value_targets)
-    before_weights = all_weights(model)
-    before_optimizer = [v.numpy() for v in trainer.optimizer.variables]
-    bad_planes, bad_policy, bad_value = planes.copy(), policy_targets.copy(), value_targets.copy()
-    if poison == "planes_nan":
-        bad_planes[3, 2, 2, 0] = np.nan
-    elif poison == "policy_nan":
-        bad_policy[0, 0] = np.nan
-    elif poison == "value_inf":
-        bad_value[5] = np.inf
-    else:
-        bad_planes[1] = 3e38
-    stats = trainer.train_step(bad_planes, bad_policy, bad_value)
-    assert stats["skipped"]
-    assert trainer.skipped_steps == 1 and trainer.step == 2
-    for before, after in zip(before_weights, all_weights(model)):
-        np.testing.assert_array_equal(before, after)    # moving averages included
-    for before, variable in zip(before_optimizer, trainer.optimizer.variables):
-        np.testing.assert_array_equal(before, variable.numpy())
-    stats = trainer.train_step(planes, policy_targets, value_targets)
-    assert not stats["skipped"] and np.isfinite(stats["loss_total"])
-    assert all(np.isfinite(w).all() for w in all_weights(model))
+    for skipped, poison in enumerate(["planes_nan", "policy_nan", "value_inf", "planes_huge"], 1):
+        before_weights = all_weights(model)
+        before_optimizer = [v.numpy() for v in trainer.optimizer.variables]
+        bad_planes, bad_policy, bad_value = (planes.copy(), policy_targets.copy(),
+                                             value_targets.copy())
+        if poison == "planes_nan":
+            bad_planes[3, 2, 2, 0] = np.nan
+        elif poison == "policy_nan":
+            bad_policy[0, 0] = np.nan
+        elif poison == "value_inf":
+            bad_value[5] = np.inf
+        else:
+            bad_planes[1] = 3e38
+        stats = trainer.train_step(bad_planes, bad_policy, bad_value)
+        assert stats["skipped"], poison
+        assert (trainer.skipped_steps, trainer.step) == (skipped, 2 * skipped), poison
+        for before, after in zip(before_weights, all_weights(model)):
+            np.testing.assert_array_equal(before, after, err_msg=poison)   # moving averages too
+        for before, variable in zip(before_optimizer, trainer.optimizer.variables):
+            np.testing.assert_array_equal(before, variable.numpy(), err_msg=poison)
+        stats = trainer.train_step(planes, policy_targets, value_targets)
+        assert not stats["skipped"] and np.isfinite(stats["loss_total"]), poison
+        assert all(np.isfinite(w).all() for w in all_weights(model)), poison
 
 
 def test_learning_rate_schedule_is_piecewise_constant_in_steps():

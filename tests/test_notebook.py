@@ -9,10 +9,8 @@ import json
 import os
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
-from nbclient import NotebookClient
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -35,6 +33,10 @@ REPORT_CELL = """print("REPORT " + json.dumps({
 
 def execute(monkeypatch, run_dir: Path | None) -> tuple[dict, int]:
     """Run every cell in a fresh kernel; returns (the report, number of PNG figures)."""
+    # Here, not at collection: nbformat's schema validation takes 3.6 s to import, which
+    # every test worker would pay.
+    import nbformat
+    from nbclient import NotebookClient
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if run_dir is None:
         monkeypatch.delenv("RUN_DIR", raising=False)
@@ -75,6 +77,7 @@ def assert_boards_match_the_engine(report: dict) -> None:
 
 
 def test_the_notebook_is_stored_without_outputs_and_has_one_parameter_cell():
+    import nbformat
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(notebook)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]

@@ -6,7 +6,9 @@ under one backend resumes under the other. Keras' backend is fixed per process, 
 backend trains in a process of its own (side by side)."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -20,7 +22,10 @@ from float_tolerance import accumulation_depths, gamma
 from training.config import PRESETS
 from training.nets import build_trainer
 
-pytest.importorskip("jax", reason="JAX is the second backend")
+# Only found here, not imported: the tests that use JAX run it in processes of their own, and
+# importing it in every test worker took 1.2 s.
+if importlib.util.find_spec("jax") is None:
+    pytest.skip("JAX is the second backend", allow_module_level=True)
 # This process trains on TensorFlow in the tests that hold JAX to it (skipped on a GPU
 # machine without TensorFlow, where KERAS_BACKEND=jax).
 NEEDS_TENSORFLOW = pytest.mark.skipif(
@@ -30,9 +35,11 @@ NEEDS_TENSORFLOW = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("planes", "policy", "value", "ownership", "score", "final", "reply")
-# One trainer on JAX runs jobs (state in, steps, state out), printing each job's figures.
+# One trainer on JAX runs jobs (state in, steps, state out), printing each job's figures;
+# without TensorFlow, as on the GPU machines (Keras' set_random_seed would import it, 5 s).
 DRIVER = """
 import json, sys
+sys.modules["tensorflow"] = None
 sys.path.insert(0, sys.argv[1])
 import numpy as np
 from training.config import Config
@@ -88,6 +95,15 @@ def train_here(state: dict, batches: dict, steps: int) -> tuple[dict, dict]:
              for k in range(steps)]
     return ({"backend": trainer.backend, "stats": stats, "step": trainer.step,
              "skipped": trainer.skipped_steps}, trainer.state_dict())
+
+
+def run_here(argv: list[str]) -> tuple[int, str]:
+    """bp_tree.main in this process: (exit code, what it wrote to stderr)."""
+    import bp_tree
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = bp_tree.main(argv)
+    return code, err.getvalue()
 
 
 def assert_same_training(a: dict, b: dict, before: dict, applied_steps: int) -> None:
@@ -160,8 +176,8 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
 @NEEDS_TENSORFLOW
 def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp_path):
     """bp_tree.py with KERAS_BACKEND=jax where TensorFlow cannot be imported (as on the GPU
-    machines): the loop self-plays, trains, plays its matches and checkpoints; a TensorFlow
-    process then resumes the run from that checkpoint."""
+    machines): the loop self-plays, trains, plays its matches and checkpoints; TensorFlow (this
+    process) then resumes the run from that checkpoint."""
     run = tmp_path / "run"
     no_tensorflow = ("import runpy, sys; sys.modules['tensorflow'] = None; "
                      "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
@@ -176,24 +192,21 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
     assert "no TensorBoard log: TensorFlow is not installed" in jax_run.stderr
     first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(first) == 1 and first[0]["train_steps"] > 0 and "loss_policy" in first[0]
-    tf_run = subprocess.run([sys.executable, str(ROOT / "bp_tree.py"), *common,
-                             "--iterations", "2"], capture_output=True, text=True, timeout=600)
-    assert tf_run.returncode == 0, tf_run.stderr
-    assert "training: TensorFlow on the CPU" in tf_run.stderr
+    # TensorFlow resumes it in this process, which trains on TensorFlow already.
+    code, err = run_here([*common, "--iterations", "2"])
+    assert code == 0, err
+    assert "training: TensorFlow on the CPU" in err
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == [1, 2]
     assert records[1]["train_steps"] > records[0]["train_steps"]
 
 
-def jax_has_a_gpu() -> bool:
-    import jax
-    return jax.default_backend() == "gpu"
-
-
-@pytest.mark.skipif(not jax_has_a_gpu(), reason="JAX sees no GPU")
 def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):
     """The step JAX compiles for the GPU against the same step on JAX's CPU, at the highest
     matmul precision (the loop may train in TF32; this checks the arithmetic is the same)."""
+    import jax      # here, not at collection: starting JAX's backends takes every worker 1.6 s
+    if jax.default_backend() != "gpu":
+        pytest.skip("JAX sees no GPU")
     (tmp_path / "config.json").write_text(CONFIG.to_json())
     write_batches(tmp_path / "batches.npz")
     start = build_trainer(CONFIG).state_dict()
