@@ -83,17 +83,16 @@ def preset_mode(args) -> None:
     print(f"selfplay evals_per_s={evals:.0f} nn_only={nn_only:.0f} ratio={evals / nn_only:.3f}")
 
 
-def model_evaluator(args, config, backend: str):
-    """(evaluator, label, synchronize) of the model file for the chosen net back end."""
+def evaluator(weights: dict, config, backend: str, net: str = "array",
+              precision: str = "float16"):
+    """(evaluator, label, synchronize) of named weights for the chosen net back end."""
     from architectures.array_net import ArrayNet
-    from training.nets import read_named_weights
 
-    _, weights, _ = read_named_weights(args.model)
-    if args.net == "array":
+    if net == "array":
         if backend == "cuda":
             import cupy
-            net = ArrayNet(weights, config, xp=cupy, precision=args.precision)
-            return net, f"array {args.precision} (CuPy)", cupy.cuda.Device().synchronize
+            array_net = ArrayNet(weights, config, xp=cupy, precision=precision)
+            return array_net, f"array {precision} (CuPy)", cupy.cuda.Device().synchronize
         return ArrayNet(weights, config), "array float32 (NumPy)", lambda: None
     from architectures.onnx_export import (allowed_cores, onnx_graph, onnxruntime_session,
                                            session_evaluator)
@@ -103,39 +102,48 @@ def model_evaluator(args, config, backend: str):
     return session_evaluator(session), f"onnxruntime ({allowed_cores()} threads)", lambda: None
 
 
+def selfplay_rates(config, net, synchronize, batch_size: int, warmup: int, moves: int,
+                   repeats: int) -> tuple[float, float, float, list[float]]:
+    """(evaluations/s, positions/s, the net alone's evaluations/s, each repeat's
+    evaluations/s) of self-play at `batch_size` games: `repeats` times `moves` moves of
+    every game after `warmup` moves (finished games restart); medians."""
+    selfplay = SelfPlay(config.overridden(num_games=batch_size), net, seed=1)
+    selfplay.play(10 ** 12, max_moves=warmup)
+    rates, position_rates = [], []
+    for _ in range(repeats):
+        batch = selfplay.play(10 ** 12, max_moves=moves)
+        rates.append(batch.nn_evaluations / batch.seconds)
+        position_rates.append(batch.positions_played / batch.seconds)
+    xp = selfplay.driver.go.xp
+    planes = xp.asarray((np.random.default_rng(0).random(
+        (batch_size, config.board_size, config.board_size, config.input_planes)) < 0.3
+                         ).astype(np.float32))
+    net_only = raw_inference_rate(net, planes, seconds=2.0, synchronize=synchronize)
+    return statistics.median(rates), statistics.median(position_rates), net_only, rates
+
+
 def model_mode(args) -> None:
     from kernels.go_batch import describe_backend, resolve_backend
-    from training.nets import read_config
+    from training.nets import read_named_weights
 
-    config, path = read_config(args.model)
+    config, weights, opened = read_named_weights(args.model)
+    path = opened.path
     backend = resolve_backend(args.backend)
-    evaluator, label, synchronize = model_evaluator(args, config, backend)
+    net, label, synchronize = evaluator(weights, config, backend, args.net, args.precision)
     print(f"model {path.name}: {config.board_size}x{config.board_size}, net {config.blocks}x"
           f"{config.filters}, {config.simulations} simulations, gumbel_considered "
           f"{config.gumbel_considered}; rules: {describe_backend(backend)}; net: {label}; "
           f"{os.cpu_count()} CPU cores", flush=True)
     best = None
     for batch_size in args.batches:
-        run_config = config.overridden(num_games=batch_size, backend=backend)
-        selfplay = SelfPlay(run_config, evaluator, seed=1)
-        selfplay.play(10 ** 12, max_moves=args.warmup)
-        rates, position_rates = [], []
-        for _ in range(args.repeats):
-            batch = selfplay.play(10 ** 12, max_moves=args.moves)
-            rates.append(batch.nn_evaluations / batch.seconds)
-            position_rates.append(batch.positions_played / batch.seconds)
-        xp = selfplay.driver.go.xp
-        planes = xp.asarray((np.random.default_rng(0).random(
-            (batch_size, config.board_size, config.board_size, config.input_planes)) < 0.3
-                             ).astype(np.float32))
-        net_only = raw_inference_rate(evaluator, planes, seconds=2.0, synchronize=synchronize)
-        evals, positions = statistics.median(rates), statistics.median(position_rates)
+        evals, positions, net_only, rates = selfplay_rates(
+            config.overridden(backend=backend), net, synchronize, batch_size, args.warmup,
+            args.moves, args.repeats)
         print(f"selfplay b{batch_size} evals_per_s={evals:.0f} positions_per_s={positions:.0f} "
               f"net_only_per_s={net_only:.0f} repeats={', '.join(f'{r:,.0f}' for r in rates)}",
               flush=True)
         if best is None or evals > best[1]:
             best = (batch_size, evals, positions)
-        del selfplay
     print(f"selfplay {path.name} backend={backend} net={args.net} best_batch={best[0]} "
           f"evals_per_s={best[1]:.0f} positions_per_s={best[2]:.0f}")
 

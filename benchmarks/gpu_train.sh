@@ -19,6 +19,12 @@
 #       from there, as a new run; `--run DIR` names the run (default
 #       runs/gpu_train; a fresh one each call, so the figures are the call's).
 #
+#   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
+#       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
+#       training rates of each blocks x filters on this GPU) to choose the next net by.
+#       `run` does the same after its loop where GPU_SHAPES names the shapes (10x64,10x128),
+#       for at most GPU_SHAPES_SECONDS (150).
+#
 # Every run leaves a model: run/model.npz is rewritten at each checkpoint. An iteration is
 # GPU_POSITIONS positions (16,384: a few seconds of self-play), so the games in flight
 # (GPU_GAMES, 2,048) take the trained weights every few seconds, mid-game, and the replay
@@ -42,13 +48,12 @@ fetch() {
     ls -l .whl
 }
 
-run() {
-    local minutes=${1:?"gpu_train.sh run MINUTES [bp_tree.py arguments]"}
-    shift
+# What both calls need on the GPU machine: the device named, the wheels installed, Keras on
+# JAX, the extensions built. Sets `started` and `stage` for the caller's stages.
+setup() {
     OUT=${OUT:-/tmp/gpu_train}
     mkdir -p "$OUT"
     export PYTHONUNBUFFERED=1
-    local started
     started=$(date +%s)
     stage() { echo "=== $1 (at $(( $(date +%s) - started )) s)"; }
 
@@ -63,8 +68,25 @@ run() {
     "$PY" -c "import jax, keras, cupy; print('JAX', jax.__version__, jax.devices(), '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" | tee -a "$OUT/device.txt"
 
     stage "build"
-    "$PY" setup.py --quiet build_ext --inplace > "$OUT/build.log" 2>&1 \
-        || { tail -20 "$OUT/build.log"; echo "gpu_train.sh: the build failed" >&2; exit 1; }
+    # The build's log comes back only when it failed: $OUT returns at most 8 files.
+    "$PY" setup.py --quiet build_ext --inplace > /tmp/gpu_train_build.log 2>&1 || {
+        cp /tmp/gpu_train_build.log "$OUT/build.log"; tail -20 /tmp/gpu_train_build.log
+        echo "gpu_train.sh: the build failed" >&2; exit 1; }
+}
+
+# Which net the GPU can afford to train: benchmarks/bench_shapes.py on the CUDA rules and
+# JAX (its arguments after `shapes`), its lines kept in $OUT/shapes.log.
+shapes() {
+    setup
+    stage "bench_shapes.py $*"
+    "$PY" benchmarks/bench_shapes.py --backend cuda "$@" 2>&1 | tee "$OUT/shapes.log"
+    stage "done"
+}
+
+run() {
+    local minutes=${1:?"gpu_train.sh run MINUTES [bp_tree.py arguments]"}
+    shift
+    setup
 
     stage "GPU tests"
     timeout 180 "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_array_net.py \
@@ -126,11 +148,18 @@ print(f"self-play {positions / max(selfplay, 1e-9):,.0f} kept positions/s "
       f"samples/s ({training / wall:.0%} of wall time)")
 print(f"positions per GPU-minute of the loop: {positions / (wall / 60):,.0f}")
 EOF
+    if [ -n "${GPU_SHAPES:-}" ]; then
+        # The model is home; the rest of the call's minutes time the candidate nets.
+        stage "bench_shapes.py --shapes $GPU_SHAPES (at most ${GPU_SHAPES_SECONDS:-150} s)"
+        timeout "${GPU_SHAPES_SECONDS:-150}" "$PY" benchmarks/bench_shapes.py --backend cuda \
+            --shapes "$GPU_SHAPES" 2>&1 | tee "$OUT/shapes.log"
+    fi
     stage "done"
 }
 
 case "${1:-}" in
     fetch) fetch ;;
     run) shift; run "$@" ;;
-    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments]" >&2; exit 2 ;;
+    shapes) shift; shapes "$@" ;;
+    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments] | shapes [bench_shapes.py arguments]" >&2; exit 2 ;;
 esac
