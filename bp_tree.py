@@ -69,7 +69,7 @@ from loop.selfplay_precision import int8_net, requantize, selfplay_choice
 from training.checkpointing import completed_iteration, last_words, resume, save_iteration
 from training.config import Config
 from training.learner import Learner
-from training.nets import (NetOpenError, describe_devices, schedule_position,
+from training.nets import (NetOpenError, describe_devices, prepare_jax, schedule_position,
                            warm_start_position, with_source_shape)
 from training.passes import CpuTime
 from training.replay_buffer import chunk_arrays
@@ -305,21 +305,6 @@ def add_arguments(parser) -> None:
                         help="train first on the self-play positions that selfplay_chunks.py "
                              "wrote in these directories (in order, each position once, also "
                              "across restarts), then go on with the loop's own self-play")
-
-
-def prepare_jax(config: Config) -> None:
-    """Where Keras trains on JAX (KERAS_BACKEND=jax): JAX starts before anything loads CUDA
-    (CuPy's rules and the self-play net share the card with it), without taking most of the
-    card up front as it does by default, and it must run where the rules do: JAX falls back
-    to the CPU without a word when its CUDA plugin is missing. RuntimeError (one line) when
-    the rules run on a GPU that JAX does not see."""
-    if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
-        return
-    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    import jax
-    if resolve_backend(config.backend) == "cuda" and jax.default_backend() != "gpu":
-        raise RuntimeError(f"KERAS_BACKEND=jax, but JAX runs on {jax.default_backend()}, not "
-                           f"on the GPU the rules use (is its CUDA plugin installed?)")
 
 
 def main(argv=None) -> int:

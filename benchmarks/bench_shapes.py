@@ -108,9 +108,15 @@ def main() -> None:
     args = parser.parse_args()
 
     from kernels.go_batch import describe_backend, resolve_backend
-    from training.nets import build_trainer, read_config
+    from training.nets import build_trainer, prepare_jax, read_config
 
     base, _ = read_config(args.model)
+    try:
+        # Under KERAS_BACKEND=jax, JAX starts before CuPy loads CUDA, and on the GPU the
+        # rules use (bp_tree.py's order and check).
+        prepare_jax(base.overridden(backend=args.backend))
+    except RuntimeError as error:
+        sys.exit(f"bench_shapes.py: {error}")
     backend = resolve_backend(args.backend)
     trainer_device = None
     for blocks, filters in args.shapes:

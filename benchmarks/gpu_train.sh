@@ -11,8 +11,9 @@
 #       (.git/info/exclude keeps .whl/ out of git; the device call carries it).
 #   benchmarks/gpu_train.sh run MINUTES [bp_tree.py arguments]
 #       on the GPU machine: installs the wheels, builds the extensions, runs the GPU tests,
-#       then the loop for MINUTES (SIGTERM then: the iteration in flight is dropped, every
-#       complete one is kept). The `9x9` preset unless --preset names another, as run.sh:
+#       then the loop for MINUTES, fewer where the call's 570 s (GPU_CALL_SECONDS) would not
+#       leave time to stop and copy the results (SIGTERM then: the iteration in flight is
+#       dropped, every complete one is kept). The `9x9` preset unless --preset names another, as run.sh:
 #       without arguments a new run from zero; `--init-from models/9x9.npz --komi-input true
 #       --komi-spread 1.5 --komi-wide-share 0.2 --handicap-share 0.1` (the README's go-on
 #       command; or a checkpoint or model file brought back from an earlier call) goes on
@@ -65,7 +66,10 @@ setup() {
         --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=2
-    "$PY" -c "import jax, keras, cupy; print('JAX', jax.__version__, jax.devices(), '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" | tee -a "$OUT/device.txt"
+    # JAX first (before CuPy loads CUDA), and on the GPU, or the call stops here: JAX falls
+    # back to the CPU without a word when its CUDA plugin is missing.
+    "$PY" -c "import jax; devices = jax.devices(); assert jax.default_backend() == 'gpu', devices; import keras, cupy; print('JAX', jax.__version__, devices, '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" \
+        | tee -a "$OUT/device.txt" || { echo "gpu_train.sh: JAX, Keras or CuPy is not usable on the GPU" >&2; exit 1; }
 
     stage "build"
     # The build's log comes back only when it failed: $OUT returns at most 8 files.
@@ -79,7 +83,8 @@ setup() {
 shapes() {
     setup
     stage "bench_shapes.py $*"
-    "$PY" benchmarks/bench_shapes.py --backend cuda "$@" 2>&1 | tee "$OUT/shapes.log"
+    timeout -k 20 "${GPU_SHAPES_SECONDS:-400}" "$PY" benchmarks/bench_shapes.py --backend cuda \
+        --games "${GPU_GAMES:-2048}" "$@" 2>&1 | tee "$OUT/shapes.log"
     stage "done"
 }
 
@@ -109,13 +114,25 @@ run() {
         run_dir=runs/gpu_train
         set -- --run "$run_dir" "$@"
     fi
+    # bp_tree.py reads a bare name as runs/NAME (a path is a path): so does what is removed
+    # and copied here.
+    case "$run_dir" in */*|.*) ;; *) run_dir=runs/$run_dir ;; esac
     if [ -e "$run_dir" ]; then
         echo "gpu_train.sh: removing the earlier $run_dir (each call trains a run of its own)"
         rm -rf "$run_dir"
     fi
     case " $* " in *" --preset "*|*" --preset="*) ;; *) set -- --preset 9x9 "$@" ;; esac
-    stage "the loop for $minutes minutes: bp_tree.py $*"
-    timeout -s TERM "${minutes}m" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
+    # The loop gets MINUTES, or less where the call's budget (GPU_CALL_SECONDS, 570 of the
+    # device's 600) would not leave time to stop, copy the results and time GPU_SHAPES: a
+    # call killed at its limit brings back no model. SIGTERM stops it (the iteration in
+    # flight is dropped); SIGKILL 30 s later if the stop hangs.
+    local reserve=40 loop_seconds
+    [ -n "${GPU_SHAPES:-}" ] && reserve=$((reserve + ${GPU_SHAPES_SECONDS:-150}))
+    loop_seconds=$(( ${GPU_CALL_SECONDS:-570} - ($(date +%s) - started) - reserve ))
+    [ "$loop_seconds" -gt $((minutes * 60)) ] && loop_seconds=$((minutes * 60))
+    [ "$loop_seconds" -ge 60 ] || { echo "gpu_train.sh: $loop_seconds s left for the loop; not started" >&2; exit 1; }
+    stage "the loop for $loop_seconds s: bp_tree.py $*"
+    timeout -k 30 -s TERM "${loop_seconds}s" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
         --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
         "$@" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
@@ -151,8 +168,9 @@ EOF
     if [ -n "${GPU_SHAPES:-}" ]; then
         # The model is home; the rest of the call's minutes time the candidate nets.
         stage "bench_shapes.py --shapes $GPU_SHAPES (at most ${GPU_SHAPES_SECONDS:-150} s)"
-        timeout "${GPU_SHAPES_SECONDS:-150}" "$PY" benchmarks/bench_shapes.py --backend cuda \
-            --shapes "$GPU_SHAPES" 2>&1 | tee "$OUT/shapes.log"
+        timeout -k 10 "${GPU_SHAPES_SECONDS:-150}" "$PY" benchmarks/bench_shapes.py \
+            --backend cuda --games "${GPU_GAMES:-2048}" --shapes "$GPU_SHAPES" 2>&1 \
+            | tee "$OUT/shapes.log"
     fi
     stage "done"
 }

@@ -57,6 +57,21 @@ class OpenedNet:
     path: Path                  # the run directory or the model file
 
 
+def prepare_jax(config: Config) -> None:
+    """Where Keras trains on JAX (KERAS_BACKEND=jax): JAX starts before anything loads CUDA
+    (CuPy's rules and the self-play net share the card with it), without taking most of the
+    card up front as it does by default, and it must run where the rules do: JAX falls back
+    to the CPU without a word when its CUDA plugin is missing. RuntimeError (one line) when
+    the rules run on a GPU that JAX does not see."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "jax":
+        return
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    import jax
+    if resolve_backend(config.backend) == "cuda" and jax.default_backend() != "gpu":
+        raise RuntimeError(f"KERAS_BACKEND=jax, but JAX runs on {jax.default_backend()}, not "
+                           f"on the GPU the rules use (is its CUDA plugin installed?)")
+
+
 def build_trainer(config: Config):
     """A fresh Trainer (and its model) for `config`; the initial weights follow config.seed."""
     from architectures import Trainer, build_model  # deferred: TensorFlow takes seconds
