@@ -22,9 +22,9 @@
 #
 #   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
 #       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
-#       training rates of each blocks x filters on this GPU) to choose the next net by.
-#       `run` does the same after its loop where GPU_SHAPES names the shapes (10x64,10x128),
-#       for at most GPU_SHAPES_SECONDS (150).
+#       training rates of each blocks x filters on this GPU) to choose the next net by, for
+#       at most GPU_SHAPES_SECONDS (400). `run` does the same after its loop where GPU_SHAPES
+#       names the shapes (10x64,10x128), for at most GPU_SHAPES_SECONDS (150 there).
 #
 # Every run leaves a model: run/model.npz is rewritten at each checkpoint. An iteration is
 # GPU_POSITIONS positions (16,384: a few seconds of self-play), so the games in flight
@@ -79,12 +79,18 @@ setup() {
 }
 
 # Which net the GPU can afford to train: benchmarks/bench_shapes.py on the CUDA rules and
-# JAX (its arguments after `shapes`), its lines kept in $OUT/shapes.log.
+# JAX at the loop's games, for at most SECONDS, its lines kept in $OUT/shapes.log.
+time_shapes() {
+    local seconds=$1
+    shift
+    stage "bench_shapes.py $* (at most $seconds s)"
+    timeout -k 10 "$seconds" "$PY" benchmarks/bench_shapes.py --backend cuda \
+        --games "${GPU_GAMES:-2048}" "$@" 2>&1 | tee "$OUT/shapes.log"
+}
+
 shapes() {
     setup
-    stage "bench_shapes.py $*"
-    timeout -k 20 "${GPU_SHAPES_SECONDS:-400}" "$PY" benchmarks/bench_shapes.py --backend cuda \
-        --games "${GPU_GAMES:-2048}" "$@" 2>&1 | tee "$OUT/shapes.log"
+    time_shapes "${GPU_SHAPES_SECONDS:-400}" "$@"
     stage "done"
 }
 
@@ -167,13 +173,8 @@ print(f"self-play {positions / max(selfplay, 1e-9):,.0f} kept positions/s "
       f"samples/s ({training / wall:.0%} of wall time)")
 print(f"positions per GPU-minute of the loop: {positions / (wall / 60):,.0f}")
 EOF
-    if [ -n "${GPU_SHAPES:-}" ]; then
-        # The model is home; the rest of the call's minutes time the candidate nets.
-        stage "bench_shapes.py --shapes $GPU_SHAPES (at most ${GPU_SHAPES_SECONDS:-150} s)"
-        timeout -k 10 "${GPU_SHAPES_SECONDS:-150}" "$PY" benchmarks/bench_shapes.py \
-            --backend cuda --games "${GPU_GAMES:-2048}" --shapes "$GPU_SHAPES" 2>&1 \
-            | tee "$OUT/shapes.log"
-    fi
+    # The model is home; the rest of the call's minutes time the candidate nets.
+    [ -n "${GPU_SHAPES:-}" ] && time_shapes "${GPU_SHAPES_SECONDS:-150}" --shapes "$GPU_SHAPES"
     stage "done"
 }
 

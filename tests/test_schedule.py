@@ -4,8 +4,6 @@ resuming after SIGKILL on both sides of it (the `tiny` preset, a schedule of a f
 iterations)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 
 from float_tolerance import assert_outputs_close
+from test_training_loop import main_here
 from training.config import PRESETS, Config
 from training.run_directory import COUNTERS_KEY
 
@@ -99,10 +98,6 @@ def test_the_shipped_model_enters_the_9x9_schedule_where_it_stands_through_bp_tr
     info record), past the point where the preset's own net has 8 blocks: rate 0.0003 and 32
     simulations, not the schedule's first event. Then again on a restart before any
     checkpoint."""
-    import contextlib
-    import io
-
-    import bp_tree
     from training.nets import SHIPPED_MODEL, model_info
     base = PRESETS["9x9"]
     eight = next(at for at, name, value in base.schedule if name == "blocks" and value == 8)
@@ -114,10 +109,8 @@ def test_the_shipped_model_enters_the_9x9_schedule_where_it_stands_through_bp_tr
              "--num-games", "8", "--max-moves", "12", "--gnugo-every", "0",
              "--random-every", "0", "--min-replay", "1024"]
     for attempt in ("new", "restarted before its first checkpoint"):
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = bp_tree.main(flags)
-        text = out.getvalue() + err.getvalue()
+        code, out, err = main_here(flags)
+        text = out + err
         assert code == 0, text
         assert f"schedule position {position:,}" in text and "32 simulations" in text, attempt
         assert "net 8x32" in text, attempt
@@ -213,11 +206,8 @@ def test_a_run_crossing_a_growth_resumes_after_sigkill_on_both_sides(tmp_path):
     assert grown and all(after[i]["arrays"] > after[j]["arrays"] for i in grown for j in small)
     # Resumed again to the end (in this process: the kills are done): every iteration once,
     # the net grown twice.
-    import bp_tree
-    output = io.StringIO()
-    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        code = bp_tree.main(["--run", str(run), *TINY, "--iterations", "12"])
-    assert code == 0, output.getvalue()
+    code, _, err = main_here(["--run", str(run), *TINY, "--iterations", "12"])
+    assert code == 0, err
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == list(range(1, 13))
     changes = [change for r in records for change in r.get("schedule", [])]

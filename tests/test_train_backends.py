@@ -6,9 +6,7 @@ under one backend resumes under the other. Keras' backend is fixed per process, 
 backend trains in a process of its own (side by side)."""
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import os
 import subprocess
@@ -19,6 +17,7 @@ import numpy as np
 import pytest
 
 from float_tolerance import accumulation_depths, gamma
+from test_training_loop import main_here
 from training.config import PRESETS
 from training.nets import build_trainer
 
@@ -95,15 +94,6 @@ def train_here(state: dict, batches: dict, steps: int) -> tuple[dict, dict]:
              for k in range(steps)]
     return ({"backend": trainer.backend, "stats": stats, "step": trainer.step,
              "skipped": trainer.skipped_steps}, trainer.state_dict())
-
-
-def run_here(argv: list[str]) -> tuple[int, str]:
-    """bp_tree.main in this process: (exit code, what it wrote to stderr)."""
-    import bp_tree
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = bp_tree.main(argv)
-    return code, err.getvalue()
 
 
 def assert_same_training(a: dict, b: dict, before: dict, applied_steps: int) -> None:
@@ -193,7 +183,7 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
     first = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(first) == 1 and first[0]["train_steps"] > 0 and "loss_policy" in first[0]
     # TensorFlow resumes it in this process, which trains on TensorFlow already.
-    code, err = run_here([*common, "--iterations", "2"])
+    code, _, err = main_here([*common, "--iterations", "2"])
     assert code == 0, err
     assert "training: TensorFlow on the CPU" in err
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -48,12 +48,17 @@ SIDE_TO_MOVE_PLANE = STONE_PLANES
 # Running the loop and reading what it wrote. The readers decode the files themselves (npz,
 # JSON lines) instead of going through run_directory, the code under test.
 
-def run_main(run: Path, *extra: str) -> tuple[int, str, str]:
-    """bp_tree.main in this process: (exit code, stdout, stderr)."""
+def main_here(argv: list[str]) -> tuple[int, str, str]:
+    """bp_tree.main(argv) in this process: (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = bp_tree.main(["--run", str(run), *TINY_ARGS, *extra])
+        code = bp_tree.main(argv)
     return code, out.getvalue(), err.getvalue()
+
+
+def run_main(run: Path, *extra: str) -> tuple[int, str, str]:
+    """The tiny loop on `run` in this process: (exit code, stdout, stderr)."""
+    return main_here(["--run", str(run), *TINY_ARGS, *extra])
 
 
 def checkpoint_iterations(run: Path) -> list[int]:
