@@ -48,14 +48,17 @@ Symmetry augmentation is the caller's, on NumPy batches before this step: with
 One step for every backend (Keras' own trainers are built the same way): the forward pass and
 the losses are one function of the variables' values, written in `keras.ops` with the
 model's `stateless_call` (whose new non-trainable values carry batch norm's moving
-statistics, and whose losses the L2 terms), and the finite check and the figures are shared
-too. Only the gradient and the update are the backend's, in a wrapper each: TensorFlow takes
-the gradient on a tape and applies the optimizer inside one `tf.function` (Keras' TensorFlow
-optimizer has no stateless form); JAX takes `jax.value_and_grad` and the optimizer's
-`stateless_apply` inside one `jax.jit`, and the new values are written back into the Keras
-variables after it. The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
-architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step and
-never again (`tracing_count`).
+statistics, and whose losses the L2 terms); the finite check, the update (`sgd_update`:
+Keras' SGD written out on values, since Keras' TensorFlow optimizer has no stateless form)
+and the figures are shared too (`Trainer.finish`). Only the gradient is the backend's, in a
+wrapper each: TensorFlow takes it on a tape inside one `tf.function` that is given the
+variables themselves and assigns their new values; JAX takes `jax.value_and_grad` inside one
+`jax.jit` of the values, and the new values are written back into the Keras variables after
+it. The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
+architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step, and
+once per process for every trainer of the same net and settings (`step_key`): a compiled
+step touches only the variables or values it is given, so a second trainer of that net
+runs the first one's (`tracing_count`).
 
 Checkpoints (`state_dict`): `model.NNNN` (the model's weights in its variable order, batch-norm
 statistics included), `optimizer.NNNN` (the optimizer's variables in its order, without its
@@ -67,6 +70,7 @@ The model is shared, not copied: a `CompiledNet` over the same model sees each u
 """
 from __future__ import annotations
 
+import json
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -113,17 +117,25 @@ class Trainer:
         self._step = 0
         self._skipped_steps = 0
 
+        self.momentum = float(momentum)
+        self.nesterov = bool(nesterov)
+        # The optimizer holds the state (its variables, in its order, are the checkpoint's
+        # `optimizer.NNNN`); the update is `sgd_update`'s, on their values.
         self.optimizer = keras.optimizers.SGD(learning_rate=self.learning_rates[0][1],
-                                              momentum=momentum, nesterov=nesterov)
+                                              momentum=self.momentum, nesterov=self.nesterov)
         self.optimizer.build(model.trainable_variables)
-        paths = [variable.path for variable in self.optimizer.variables]
-        self._rate_index = next(index for index, path in enumerate(paths)
-                                if path.split("/")[-1] == "learning_rate")
+        index_of = {id(variable): index for index, variable in enumerate(self.optimizer.variables)}
+        paths = [variable.path.split("/")[-1] for variable in self.optimizer.variables]
+        self._rate_index = paths.index("learning_rate")
+        self._iterations_index = paths.index("iteration")
+        # The momentum of trainable variable i is optimizer variable _momentum_indices[i]
+        # (none with momentum 0).
+        self._momentum_indices = [index_of[id(m)] for m in self.optimizer.momentums]
         self.backend = keras.backend.backend()
-        self._traces = 0
         # Compiled at the first step: a trainer built only to hold weights (a warm start's
         # source, a net read for its weights) never pays for the trace.
         self._compiled = None
+        self._shared = None
 
     @property
     def step(self) -> int:
@@ -150,9 +162,10 @@ class Trainer:
 
     @property
     def tracing_count(self) -> int:
-        """How often the step was traced (compiled): 0 before the first step, then 1 for the
-        trainer's life."""
-        return self._traces
+        """How often the step this trainer runs was traced (compiled), by it or by an earlier
+        trainer of the same net and settings in this process: 0 before its first step, then 1
+        for the process's life."""
+        return 0 if self._shared is None else self._shared.traces
 
     def set_learning_rates(self, learning_rates: Sequence[tuple[int, float]]) -> None:
         """Follow another (step, rate) schedule from the next step on (a run's own schedule
@@ -181,7 +194,8 @@ class Trainer:
                             reply)
         rate = np.float32(self.learning_rate_at(self._step))
         if self._compiled is None:
-            self._compiled = _COMPILERS[self.backend](self)
+            self._shared = _shared_step(self)
+            self._compiled = self._shared.bind(self)
         values = np.asarray(self._compiled(batch, rate), dtype=np.float64)
         weights_changed(self.model)
         self._step += 1
@@ -277,6 +291,41 @@ class Trainer:
         terms = self.losses(outputs, batch, l2_terms)
         return terms["loss_total"], (terms, new_statistics)
 
+    def finish(self, values, total, terms, new_statistics, gradients, learning_rate):
+        """The step after its gradient, the same on every backend: where the loss, the
+        gradients and the new statistics are all finite, the SGD update of the weights and the
+        momenta and the new batch-norm statistics; elsewhere the old values. `values` is
+        [trainable, non-trainable, optimizer] values; returns (their new values, the stats)."""
+        trainable, non_trainable, optimizer = (list(group) for group in values)
+        finite = self.all_finite(total, gradients, new_statistics)
+        new_optimizer = list(optimizer)
+        new_trainable, new_momenta = sgd_update(
+            trainable, gradients, [optimizer[index] for index in self._momentum_indices],
+            learning_rate, self.momentum, self.nesterov)
+        for index, momentum in zip(self._momentum_indices, new_momenta):
+            new_optimizer[index] = momentum
+        new_optimizer[self._iterations_index] = optimizer[self._iterations_index] + 1
+        new_optimizer[self._rate_index] = ops.cast(learning_rate,
+                                                   optimizer[self._rate_index].dtype)
+
+        def kept(new, old):
+            return [ops.where(finite, fresh, stale) for fresh, stale in zip(new, old)]
+
+        return ((kept(new_trainable, trainable), kept(new_statistics, non_trainable),
+                 kept(new_optimizer, optimizer)),
+                self.stats(terms, learning_rate, finite))
+
+    def step_key(self) -> str:
+        """What the compiled step depends on besides the variables' values: the backend, the
+        net's structure, the batch size, the loss weights and the optimizer's settings.
+        Trainers with the same key share one compiled step."""
+        structure = self.model.get_config()
+        structure.pop("name", None)
+        return json.dumps([self.backend, structure, self.batch_size, self.value_loss_weight,
+                           self.ownership_loss_weight, self.score_loss_weight,
+                           self.reply_loss_weight, self.momentum, self.nesterov],
+                          sort_keys=True, default=repr)
+
     @staticmethod
     def all_finite(total, gradients, new_non_trainable):
         """Whether the step may be applied: its loss, gradients and new batch-norm
@@ -337,86 +386,115 @@ class Trainer:
         weights_changed(self.model)
 
 
-def _compile_tensorflow(trainer: Trainer):
-    """The step as one `tf.function` of fixed input signature: the forward pass on the
-    variables' values under a tape, and, where all is finite, the optimizer's `apply` (Keras'
-    TensorFlow optimizer has no stateless form) and the new batch-norm statistics assigned."""
+def sgd_update(weights, gradients, momenta, learning_rate, momentum: float, nesterov: bool):
+    """Keras' SGD (`keras.optimizers.SGD.update_step`, the same operations in the same order,
+    so the same float32 results) as a function of values: (new weights, new momenta).
+    m' = momentum * m - rate * g; w' = w + m' (nesterov: w + momentum * m' - rate * g).
+    Without momentum (no momenta) w' = w - rate * g. Written out because Keras' TensorFlow
+    optimizer has no stateless form, and a stateless step is what lets trainers share it."""
+    if not momenta:
+        return [w - g * learning_rate for w, g in zip(weights, gradients)], []
+    new_momenta = [m * momentum - g * learning_rate for m, g in zip(momenta, gradients)]
+    if nesterov:
+        new_weights = [w + (m * momentum - g * learning_rate)
+                       for w, m, g in zip(weights, new_momenta, gradients)]
+    else:
+        new_weights = [w + m for w, m in zip(weights, new_momenta)]
+    return new_weights, new_momenta
+
+
+class _SharedStep:
+    """One compiled step and how often it was traced. It reads and writes only what it is
+    given (variables or their values), never a trainer's own, so every trainer with the same
+    `step_key` may run it: `bind(trainer)` gives that trainer's `(batch, rate) -> stats`."""
+
+    def __init__(self, compiled, bind):
+        self.compiled = compiled
+        self.traces = 0
+        self._bind = bind
+
+    def bind(self, trainer: Trainer):
+        return self._bind(self.compiled, trainer)
+
+
+# step_key -> _SharedStep: a process compiles the step once per net and settings (the test
+# suite builds hundreds of small trainers; a run's nets come back after a growth's reload).
+# Oldest out past the limit.
+_SHARED_STEPS: dict[str, _SharedStep] = {}
+_SHARED_LIMIT = 16
+
+
+def _shared_step(trainer: Trainer) -> _SharedStep:
+    key = trainer.step_key()
+    if key not in _SHARED_STEPS:
+        while len(_SHARED_STEPS) >= _SHARED_LIMIT:
+            del _SHARED_STEPS[next(iter(_SHARED_STEPS))]
+        _SHARED_STEPS[key] = _COMPILERS[trainer.backend](trainer)
+    return _SHARED_STEPS[key]
+
+
+def _compile_tensorflow(first: Trainer) -> _SharedStep:
+    """The step as one `tf.function` of the variables themselves (passed as arguments, so a
+    trainer with other variables of the same shapes reuses the trace): their values read, the
+    forward pass under a tape, `finish`, and the new values assigned. `first`, the trainer
+    that compiles it, lends its model's structure and its settings (the key's)."""
     from architectures.quiet_tensorflow import load_tensorflow
     tf = load_tensorflow()
-    trainable, non_trainable, optimizer_variables = trainer._state()
 
-    def step(planes, policy, value, ownership, score, final, reply, learning_rate):
-        trainer._traces += 1
-        current = [variable.value for variable in trainable]
-        statistics = [variable.value for variable in non_trainable]
-        batch = (planes, policy, value, ownership, score, final, reply)
+    def step(variables, batch, learning_rate):
+        shared.traces += 1
+        values = [[variable.read_value() for variable in group] for group in variables]
         with tf.GradientTape() as tape:
-            tape.watch(current)
-            total, (terms, new_statistics) = trainer.forward(current, statistics, batch)
-        gradients = tape.gradient(total, current)
-        finite = trainer.all_finite(total, gradients, new_statistics)
-
-        def apply():
-            optimizer_variables[trainer._rate_index].assign(learning_rate)
-            trainer.optimizer.apply(gradients, trainable)
-            for variable, fresh in zip(non_trainable, new_statistics):
+            tape.watch(values[0])
+            total, (terms, new_statistics) = first.forward(values[0], values[1], batch)
+        gradients = tape.gradient(total, values[0])
+        new, stats = first.finish(values, total, terms, new_statistics, gradients,
+                                  learning_rate)
+        for group, fresh_values in zip(variables, new):
+            for variable, fresh in zip(group, fresh_values):
                 variable.assign(fresh)
-            return tf.constant(True)
+        return stats
 
-        applied = tf.cond(finite, apply, lambda: tf.constant(False))
-        return trainer.stats(terms, learning_rate, applied)
+    def bind(compiled, trainer):
+        # The backend's own tf.Variables behind the Keras variables.
+        variables = [[variable.value for variable in group] for group in trainer._state()]
 
-    batch, n, moves = trainer.batch_size, trainer.board_size, trainer.num_actions
-    compiled = tf.function(step, autograph=False, input_signature=[
-        tf.TensorSpec((batch, n, n, trainer.input_planes), tf.float32),
-        tf.TensorSpec((batch, moves), tf.float32),
-        tf.TensorSpec((batch,), tf.float32),
-        tf.TensorSpec((batch, n, n), tf.float32),
-        tf.TensorSpec((batch,), tf.float32),
-        tf.TensorSpec((batch,), tf.float32),
-        tf.TensorSpec((batch, moves), tf.float32),
-        tf.TensorSpec((), tf.float32),
-    ])
-    return lambda batch_arrays, rate: compiled(*batch_arrays, rate).numpy()
+        def run(batch_arrays, rate):
+            batch = tuple(tf.convert_to_tensor(array) for array in batch_arrays)
+            return compiled(variables, batch, tf.convert_to_tensor(rate)).numpy()
+        return run
+
+    shared = _SharedStep(tf.function(step, autograph=False), bind)
+    return shared
 
 
-def _compile_jax(trainer: Trainer):
-    """The step as one `jax.jit` of the state's values: `jax.value_and_grad` of the forward
-    pass, the optimizer's `stateless_apply`, and the old values kept where anything is not
-    finite; the new values are assigned to the Keras variables after it."""
+def _compile_jax(first: Trainer) -> _SharedStep:
+    """The step as one `jax.jit` of the variables' values: `jax.value_and_grad` of the forward
+    pass and `finish`; each trainer's new values are assigned to its Keras variables after
+    it. `first` lends the structure and settings, as for TensorFlow."""
     import jax
-    variables = trainer._state()
 
-    def step(trainable, non_trainable, optimizer_values, batch, learning_rate):
-        trainer._traces += 1
+    def step(values, batch, learning_rate):
+        shared.traces += 1
         (total, (terms, new_statistics)), gradients = jax.value_and_grad(
-            lambda values: trainer.forward(values, non_trainable, batch), has_aux=True)(
-                list(trainable))
-        finite = trainer.all_finite(total, gradients, new_statistics)
-        optimizer_values = list(optimizer_values)
-        optimizer_values[trainer._rate_index] = ops.cast(
-            learning_rate, optimizer_values[trainer._rate_index].dtype)
-        new_trainable, new_optimizer = trainer.optimizer.stateless_apply(
-            optimizer_values, gradients, list(trainable))
+            lambda trainable: first.forward(trainable, values[1], batch), has_aux=True)(
+                list(values[0]))
+        return first.finish(values, total, terms, new_statistics, gradients, learning_rate)
 
-        def kept(new, old):
-            return [ops.where(finite, fresh, stale) for fresh, stale in zip(new, old)]
+    def bind(compiled, trainer):
+        variables = trainer._state()
 
-        return (kept(new_trainable, trainable), kept(new_statistics, non_trainable),
-                kept(new_optimizer, optimizer_values),
-                trainer.stats(terms, learning_rate, finite))
+        def run(batch_arrays, rate):
+            current = [[variable.value for variable in group] for group in variables]
+            new, stats = compiled(current, tuple(batch_arrays), rate)
+            for group, values in zip(variables, new):
+                for variable, fresh in zip(group, values):
+                    variable.assign(fresh)
+            return np.asarray(stats)
+        return run
 
-    compiled = jax.jit(step)
-
-    def run(batch_arrays, rate):
-        current = [[variable.value for variable in group] for group in variables]
-        *new, stats = compiled(*current, tuple(batch_arrays), rate)
-        for group, values in zip(variables, new):
-            for variable, fresh in zip(group, values):
-                variable.assign(fresh)
-        return np.asarray(stats)
-
-    return run
+    shared = _SharedStep(jax.jit(step), bind)
+    return shared
 
 
 _COMPILERS = {"tensorflow": _compile_tensorflow, "jax": _compile_jax}

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from architectures.quiet_tensorflow import load_keras
+from architectures.quiet_tensorflow import load_keras, load_tensorflow
 from architectures import CompiledNet, Trainer, build_model, mask_policy
-from float_tolerance import assert_same_net_answers, gamma, model_shape
+from float_tolerance import accumulation_depths, assert_same_net_answers, gamma, model_shape
 
 keras = load_keras()
 
@@ -209,6 +209,51 @@ def test_learning_rate_schedule_is_piecewise_constant_in_steps():
     for bad in ([], [(1, 0.1)], [(0, 0.1), (0, 0.2)], [(0, -0.1)]):
         with pytest.raises(ValueError):
             Trainer(tiny_model(), batch_size=4, learning_rates=bad)
+
+
+def keras_sgd_steps(model, batches, rate, momentum, nesterov) -> None:
+    """The reference: Keras' own SGD applied eagerly, on a tape around the model's call (its
+    batch norm updating its moving statistics as it goes), to the cross-entropy, squared
+    error and L2 terms the module docstring defines."""
+    tf = load_tensorflow()
+    optimizer = keras.optimizers.SGD(rate, momentum=momentum, nesterov=nesterov)
+    for planes, policy, value in batches:
+        with tf.GradientTape() as tape:
+            logits, predicted = model(planes, training=True)
+            loss = (-tf.reduce_mean(tf.reduce_sum(policy * tf.nn.log_softmax(logits), axis=-1))
+                    + tf.reduce_mean(tf.square(predicted[:, 0] - value)) + tf.add_n(model.losses))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+
+
+def test_trainers_of_one_net_share_a_compiled_step_and_each_takes_keras_sgds_steps():
+    """Trainers of the same net and settings run one compiled step, each on its own weights;
+    other settings get a step of their own. Every one moves its weights (batch-norm
+    statistics included) as Keras' SGD does, to the round-off of the gradients' sums."""
+    batches = [training_batch(8, seed=seed) for seed in (3, 4)]
+    shape = model_shape(tiny_model())
+    points = 8 * BOARD * BOARD
+    bound = len(batches) * gamma(points + 2 * max(accumulation_depths(shape)))
+    trainers = {}
+    for label, seed, momentum, nesterov in (("first", 1, 0.9, False), ("second", 2, 0.9, False),
+                                            ("nesterov", 3, 0.9, True),
+                                            ("no momentum", 4, 0.0, False)):
+        trainer = Trainer(tiny_model(seed=seed), batch_size=8, learning_rates=[(0, 0.05)],
+                          momentum=momentum, nesterov=nesterov)
+        reference = tiny_model(seed=seed)
+        before = all_weights(reference)
+        for batch in batches:
+            trainer.train_step(*batch)
+        keras_sgd_steps(reference, batches, 0.05, momentum, nesterov)
+        for name, got, want, start in zip([w.path for w in reference.weights],
+                                          all_weights(trainer.model), all_weights(reference),
+                                          before):
+            allowed = (bound * np.abs(want - start).max(initial=0)
+                       + 4 * np.finfo(np.float32).eps * np.abs(want).max(initial=0))
+            assert np.abs(got - want).max(initial=0) <= allowed, (label, name)
+        trainers[label] = trainer
+    assert trainers["first"]._shared is trainers["second"]._shared
+    assert trainers["second"].tracing_count == 1
+    assert len({id(trainer._shared) for trainer in trainers.values()}) == 3
 
 
 def test_state_round_trip_is_exact(tmp_path):
