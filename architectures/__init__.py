@@ -14,7 +14,8 @@ have none.
 import importlib
 
 _HOMES = {"CompiledNet": "inference", "DeviceTensor": "inference", "mask_policy": "inference",
-          "net_device": "inference", "build_model": "resnet", "Trainer": "train_step"}
+          "net_device": "inference", "build_model": "resnet", "seed_initial_weights": "resnet",
+          "Trainer": "train_step"}
 
 __all__ = sorted(_HOMES)
 

@@ -1,9 +1,11 @@
 """architectures/: the residual net, compiled inference and the training step."""
+import random
+
 import numpy as np
 import pytest
 
 from architectures.quiet_tensorflow import load_keras, load_tensorflow
-from architectures import CompiledNet, Trainer, build_model, mask_policy
+from architectures import CompiledNet, Trainer, build_model, mask_policy, seed_initial_weights
 from float_tolerance import accumulation_depths, assert_same_net_answers, gamma, model_shape
 
 keras = load_keras()
@@ -14,7 +16,7 @@ ACTIONS = BOARD * BOARD + 1
 
 
 def tiny_model(seed=0, blocks=1, filters=8, board_size=BOARD):
-    keras.utils.set_random_seed(seed)
+    seed_initial_weights(seed)
     return build_model(board_size, PLANES, blocks=blocks, filters=filters)
 
 
@@ -42,6 +44,16 @@ def training_batch(batch, seed=0):
 
 def all_weights(model):
     return [np.array(w) for w in model.get_weights()]
+
+
+def test_initial_weights_follow_the_seed_whatever_was_drawn_before():
+    first = all_weights(tiny_model(seed=5))
+    np.random.random(3), random.random()      # other draws in between
+    keras.random.normal((2,))
+    again, other = all_weights(tiny_model(seed=5)), all_weights(tiny_model(seed=6))
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    kernels = [index for index, w in enumerate(tiny_model().weights) if w.path.endswith("kernel")]
+    assert all(not np.array_equal(first[index], other[index]) for index in kernels)
 
 
 def test_output_shapes_dtypes_and_ranges():
@@ -75,7 +87,7 @@ def randomise_batch_norm(model, seed):
 @pytest.mark.parametrize("blocks, global_pooling", [(0, False), (1, False), (3, False),
                                                     (2, True)])
 def test_folded_batch_norm_matches_the_keras_model(blocks, global_pooling):
-    keras.utils.set_random_seed(blocks)
+    seed_initial_weights(blocks)
     model = build_model(BOARD, PLANES, blocks=blocks, filters=16, global_pooling=global_pooling)
     assert ("gpool_dense" in {layer.name for layer in model.layers}) == global_pooling
     randomise_batch_norm(model, seed=blocks)
@@ -330,7 +342,7 @@ def test_several_compiled_shapes_pad_to_the_smallest_that_fits():
 
 
 def test_auxiliary_losses_match_a_numpy_reference_and_fold_with_the_policy_and_value():
-    keras.utils.set_random_seed(3)
+    seed_initial_weights(3)
     model = build_model(BOARD, PLANES, blocks=1, filters=8, aux_heads=True)
     trainer = Trainer(model, batch_size=6, ownership_loss_weight=1.5, score_loss_weight=0.7)
     planes, policy, value = training_batch(6, seed=2)

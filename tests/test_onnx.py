@@ -11,7 +11,7 @@ onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 keras = load_keras()
 
-from architectures import CompiledNet, Trainer, build_model  # noqa: E402
+from architectures import CompiledNet, Trainer, build_model, seed_initial_weights  # noqa: E402
 from architectures.weights_version import weights_changed  # noqa: E402
 from architectures.onnx_export import keras_weights, onnx_model  # noqa: E402
 from float_tolerance import (accumulation_depths, assert_head_close,  # noqa: E402
@@ -24,7 +24,7 @@ ACTIONS = BOARD * BOARD + 1
 
 def model_with_statistics(seed=0, blocks=2, filters=8, board_size=BOARD):
     """A net whose batch norms are not the identity (fresh ones are)."""
-    keras.utils.set_random_seed(seed)
+    seed_initial_weights(seed)
     model = build_model(board_size, PLANES, blocks=blocks, filters=filters, value_hidden=16)
     randomise_batch_norm(model, seed)
     return model
@@ -112,7 +112,7 @@ def test_backend_choice_is_checked():
 def aux_model(seed, board_size, global_pooling=False):
     """A net with ownership and score heads whose biases and batch norms are not the
     identity, so a head that skipped a bias or a batch norm would disagree."""
-    keras.utils.set_random_seed(seed)
+    seed_initial_weights(seed)
     model = build_model(board_size, PLANES, blocks=2, filters=8, value_hidden=16,
                         aux_heads=True, global_pooling=global_pooling)
     randomise_batch_norm(model, seed)

@@ -35,7 +35,7 @@ NEEDS_TENSORFLOW = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("planes", "policy", "value", "ownership", "score", "final", "reply")
 # One trainer on JAX runs jobs (state in, steps, state out), printing each job's figures;
-# without TensorFlow, as on the GPU machines (Keras' set_random_seed would import it, 5 s).
+# without TensorFlow, as on the GPU machines.
 DRIVER = """
 import json, sys
 sys.modules["tensorflow"] = None

@@ -74,9 +74,8 @@ def prepare_jax(config: Config) -> None:
 
 def build_trainer(config: Config):
     """A fresh Trainer (and its model) for `config`; the initial weights follow config.seed."""
-    from architectures import Trainer, build_model  # deferred: TensorFlow takes seconds
-    import keras
-    keras.utils.set_random_seed(config.seed)
+    from architectures import Trainer, build_model, seed_initial_weights  # deferred: TF is slow
+    seed_initial_weights(config.seed)
     model = build_model(config.board_size, config.input_planes, config.blocks, config.filters,
                         l2=config.l2, value_hidden=config.value_hidden,
                         aux_heads=config.aux_heads, global_pooling=config.global_pooling,
