@@ -32,6 +32,7 @@ def game_fingerprints(chunk: dict) -> list[bytes]:
 ITERATIONS = 5
 
 
+@pytest.mark.long
 def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     run = tmp_path / "run"
     log_path = tmp_path / "stderr.log"

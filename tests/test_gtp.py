@@ -1001,6 +1001,7 @@ def analysis_until_quiet(gtp, command: str, cap: int, quiet: float = 0.5,
     return [sum(int(v) for v in re.findall(r" visits (\d+)", line)) for line in lines]
 
 
+@pytest.mark.long
 def test_analysis_searches_up_to_the_documented_cap_then_sends_nothing_more():
     """Lizzie's analysis stopped at 2,439 visits on 9x9 (the tree's old size) while the same
     info line came 10 times a second. gtp/README.md: analysis grows a position's search to

@@ -305,6 +305,7 @@ def random_cases(count: int, rng: random.Random, n: int):
     return cases
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("board_size", [9, 19])
 def test_every_hostile_input_gets_well_formed_answers_and_the_engine_lives(board_size, tmp_path):
     rng = random.Random(board_size)

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,18 @@ REPORT_CELL = """print("REPORT " + json.dumps({
                           game["board"].list_occupied_points()]} for game in recent_games]}))"""
 
 
+def load_nbformat():
+    """nbformat, imported here and not at collection, and without jsonschema's optional
+    `rfc3987_syntax`: building that package's IRI grammar took 2.2 of nbformat's 2.6 s of
+    import, which every test worker paid, and no field of a notebook's schema is an IRI."""
+    sys.modules.setdefault("rfc3987_syntax", None)
+    import nbformat
+    return nbformat
+
+
 def execute(monkeypatch, run_dir: Path | None) -> tuple[dict, int]:
     """Run every cell in a fresh kernel; returns (the report, number of PNG figures)."""
-    # Here, not at collection: nbformat's schema validation takes 3.6 s to import, which
-    # every test worker would pay.
-    import nbformat
+    nbformat = load_nbformat()
     from nbclient import NotebookClient
     monkeypatch.setenv("MPLBACKEND", "Agg")
     if run_dir is None:
@@ -77,7 +85,7 @@ def assert_boards_match_the_engine(report: dict) -> None:
 
 
 def test_the_notebook_is_stored_without_outputs_and_has_one_parameter_cell():
-    import nbformat
+    nbformat = load_nbformat()
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(notebook)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]

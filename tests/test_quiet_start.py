@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from architectures.quiet_tensorflow import is_start_up_line
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +28,7 @@ def start(command: list[str]) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.long
 def test_tensorflow_itself_prints_the_lines_with_onednn_forced_on():
     """The check below can fail: a bare import of TensorFlow prints them on this CPU too."""
     result = subprocess.run([sys.executable, "-c", "import tensorflow"], env=ONEDNN_ON,
@@ -33,6 +36,7 @@ def test_tensorflow_itself_prints_the_lines_with_onednn_forced_on():
     assert any(is_start_up_line(line) for line in result.stderr.splitlines()), result.stderr
 
 
+@pytest.mark.long
 def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
     python = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").is_dir() else sys.executable
     query = {"id": "q", "moves": [["B", "E5"]], "rules": "chinese", "komi": 7.5,
@@ -59,6 +63,7 @@ def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "ckpt_000001.npz").is_file()
 
 
+@pytest.mark.long
 def test_tensorflow_loads_without_the_optional_imports_it_declines_and_they_load_after():
     """TensorFlow Lite's JAX and Keras' matplotlib.pyplot are not loaded with TensorFlow (1.8 s
     of every start), and both import as usual afterwards."""

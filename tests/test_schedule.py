@@ -190,6 +190,7 @@ def position(counters: dict) -> int:
     return counters.get("schedule_start", 0) + counters["positions"]
 
 
+@pytest.mark.long
 def test_a_run_crossing_a_growth_resumes_after_sigkill_on_both_sides(tmp_path):
     from training.net_shape import net_shape
     from training.nets import open_net

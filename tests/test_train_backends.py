@@ -115,6 +115,7 @@ def assert_same_training(a: dict, b: dict, before: dict, applied_steps: int) -> 
         assert worst <= allowed, f"{name}: differs by {worst:.3g}, bound {allowed:.3g}"
 
 
+@pytest.mark.long
 @NEEDS_TENSORFLOW
 def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoints(tmp_path):
     (tmp_path / "config.json").write_text(CONFIG.to_json())
@@ -163,6 +164,7 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
                          applied_steps=STEPS)
 
 
+@pytest.mark.long
 @NEEDS_TENSORFLOW
 def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp_path):
     """bp_tree.py with KERAS_BACKEND=jax where TensorFlow cannot be imported (as on the GPU

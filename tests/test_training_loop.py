@@ -581,6 +581,7 @@ def no_process_left_behind():
         LoopProcess.started.pop().kill()
 
 
+@pytest.mark.long
 def test_killed_runs_resume_from_the_last_complete_checkpoint(tmp_path, no_process_left_behind):
     run = tmp_path / "run"
     total_iterations = 8
@@ -678,6 +679,7 @@ def test_a_stop_during_an_iterations_matches_drops_it_and_names_the_last_checkpo
     assert last == f"model: {run / 'model.npz'} (iteration 1)", last
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
         tmp_path, stop, no_process_left_behind):
