@@ -306,7 +306,7 @@ class AnalysisEngine:
                     "scoreMean": flip * lead, "scoreSelfplay": flip * lead,
                     "prior": c.prior, "utility": flip * c.value, "lcb": _view(lcb, flip),
                     "utilityLcb": flip * (2 * lcb - 1), "order": c.order}
-            edges = analysis.principal_edges(driver, game, c.action)[:query.pv_length]
+            edges = analysis.principal_edges(driver, game, c.action, query.pv_length)
             info["pv"] = [coords.to_gtp(a, n) for a, _ in edges]
             if query.include_pv_visits:
                 info["pvVisits"] = [v for _, v in edges]

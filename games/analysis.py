@@ -107,26 +107,12 @@ def principal_variation(driver, game: int = 0, first: int | None = None) -> list
     return [action for action, _ in principal_edges(driver, game, first)]
 
 
-def principal_edges(driver, game: int = 0, first: int | None = None) -> list[tuple[int, int]]:
-    """(action, visits) of each edge of the principal variation; `first`, when the tree has no
-    edge for it, alone with 0 visits."""
+def principal_edges(driver, game: int = 0, first: int | None = None,
+                    max_length: int | None = None) -> list[tuple[int, int]]:
+    """(action, visits) of each edge of the principal variation (at most `max_length`); `first`,
+    when the tree has no edge for it, alone with 0 visits."""
     search = driver.search
-    node = int(search.root_nodes[game])
-    found = []
-    while node != NO_NODE:
-        edges = search.node_edges(game, node)
-        if first is not None and not found:
-            where = np.flatnonzero(edges.actions == first)
-            if not len(where):
-                return [(first, 0)]
-            index = int(where[0])
-        else:
-            if not len(edges.actions) or edges.visits.max() == 0:
-                break
-            index = int(np.lexsort((-edges.priors, -edges.visits))[0])
-        found.append((int(edges.actions[index]), int(edges.visits[index])))
-        node = int(edges.children[index])
-    return found
+    return search.principal_edges(game, int(search.root_nodes[game]), first, max_length)
 
 
 def has_heads(evaluator) -> bool:

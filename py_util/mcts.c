@@ -1353,6 +1353,56 @@ done:
 }
 GUARDED(tree_node_edges)
 
+/* principal_edges(game, node, first, max_length) -> [(action, visits), ...]: from `node` down
+ * the most visited edge (ties: the higher prior, then the earlier edge) while one has visits;
+ * the first step along `first`'s edge when first >= 0, and [(first, 0)] when the node has no
+ * edge for it; at most max_length steps when max_length > 0. Walked here, not in Python: an
+ * analysis line holds a variation for every searched move, and walking them node by node
+ * through node_edges took most of an analysis' time. */
+static PyObject *tree_principal_edges_unguarded(TreeObject *self, PyObject *args)
+{
+    Py_ssize_t g, node, first, max_length;
+    if (!PyArg_ParseTuple(args, "nnnn", &g, &node, &first, &max_length) || check_node(self, g, node) < 0)
+        return NULL;
+    PyObject *found = PyList_New(0);
+    if (found == NULL) return NULL;
+    const Node *nodes = self->nodes + g * self->max_nodes;
+    const Edge *arena = self->edges + g * self->max_edges;
+    int32_t at = (int32_t)node;
+    while (at != NO_NODE && (max_length <= 0 || PyList_GET_SIZE(found) < max_length)) {
+        const Node *x = &nodes[at];
+        const Edge *edges = x->num_edges > 0 ? arena + x->first_edge : NULL;
+        int32_t best = -1;
+        if (first >= 0 && PyList_GET_SIZE(found) == 0) {
+            for (int32_t i = 0; i < x->num_edges; i++)
+                if (edges[i].action == first) {
+                    best = i;
+                    break;
+                }
+        } else {
+            for (int32_t i = 0; i < x->num_edges; i++)
+                if (edges[i].visits > 0 &&
+                    (best < 0 || edges[i].visits > edges[best].visits ||
+                     (edges[i].visits == edges[best].visits && edges[i].prior > edges[best].prior)))
+                    best = i;
+        }
+        const int missing_first = best < 0 && first >= 0 && PyList_GET_SIZE(found) == 0;
+        if (best < 0 && !missing_first) break;
+        PyObject *step = missing_first ? Py_BuildValue("(ni)", first, 0)
+                                       : Py_BuildValue("(ii)", edges[best].action, edges[best].visits);
+        if (step == NULL || PyList_Append(found, step) < 0) {
+            Py_XDECREF(step);
+            Py_DECREF(found);
+            return NULL;
+        }
+        Py_DECREF(step);
+        if (missing_first) break;
+        at = edges[best].child;
+    }
+    return found;
+}
+GUARDED(tree_principal_edges)
+
 /* ------------------------------------------------------------------- construction, teardown */
 
 /* The edge arena: reserved, zero, mapped page by page on first touch (see the top). */
@@ -1536,6 +1586,8 @@ static PyMethodDef tree_methods[] = {
      "node_info(game, node) -> (state, parent, visits, value_sum, pending, num_edges, terminal_value)"},
     {"node_edges", (PyCFunction)tree_node_edges, METH_VARARGS,
      "node_edges(game, node, actions, priors, visits, value_sums, children) -> count"},
+    {"principal_edges", (PyCFunction)tree_principal_edges, METH_VARARGS,
+     "principal_edges(game, node, first, max_length) -> [(action, visits), ...]"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -518,6 +518,15 @@ class BatchedMCTS:
         q = np.where(visits > 0, value_sums[:count] / np.maximum(visits, 1), 0.0)
         return NodeEdges(actions[:count], priors[:count], visits, q, children[:count])
 
+    def principal_edges(self, game: int, node: int, first: int | None = None,
+                        max_length: int | None = None) -> list[tuple[int, int]]:
+        """(action, visits) of each edge from `node` down the most visited edges (ties: the
+        higher prior, then the earlier edge) while one has visits; the first step along
+        `first`'s edge if given, and [(first, 0)] when `node` has no edge for it; at most
+        `max_length` steps."""
+        return self._tree.principal_edges(int(game), int(node), -1 if first is None else int(first),
+                                          0 if max_length is None else max(1, int(max_length)))
+
     # -------------------------------------------------------------------------- helpers
 
     def _mask(self, games) -> np.ndarray:

@@ -980,15 +980,21 @@ def analysis_until_quiet(gtp, command: str, cap: int, quiet: float = 0.5,
     or after `limit` seconds)."""
     gtp.output.seek(0), gtp.output.truncate()
     started = time.monotonic()
-    seen = {"lines": [], "capped_at": None}
+    seen = {"lines": [], "capped_at": None, "read": None}
 
     def stop():
-        lines = gtp.output.getvalue().split("\n")[1:-1]
-        for line in lines[len(seen["lines"]):]:
-            seen["lines"].append(line)
-            total = sum(int(v) for v in re.findall(r" visits (\d+)", line))
-            if total >= cap and seen["capped_at"] is None:
-                seen["capped_at"] = time.monotonic()
+        text = gtp.output.getvalue()
+        if seen["read"] is None and "\n" in text:
+            seen["read"] = text.index("\n") + 1          # past the "=" line
+        end = text.rfind("\n") + 1
+        if seen["read"] is not None and end > seen["read"]:
+            # Only the lines completed since the last look: the output grows to megabytes.
+            for line in text[seen["read"]:end - 1].split("\n"):
+                seen["lines"].append(line)
+                total = sum(int(v) for v in re.findall(r" visits (\d+)", line))
+                if total >= cap and seen["capped_at"] is None:
+                    seen["capped_at"] = time.monotonic()
+            seen["read"] = end
         lines = seen["lines"]
         repeated = len(lines) >= 2 and lines[-1] == lines[-2]
         capped = seen["capped_at"] is not None and time.monotonic() - seen["capped_at"] > quiet

@@ -414,6 +414,40 @@ def fresh_search(batch=6, actions=15, simulations=50, seed=5, **options):
     return search, driver
 
 
+def walked_by_hand(tree: dict, first=None, max_length=None) -> list[tuple[int, int]]:
+    """The principal variation by hand from c_subtree's dict: the most visited edge, ties to
+    the higher prior, then to the edge listed first; `first` taken at the root."""
+    found, node = [], tree
+    while node is not None and (max_length is None or len(found) < max_length):
+        edges = list(node["edges"].items())          # block order
+        if first is not None and not found:
+            if first not in node["edges"]:
+                return [(first, 0)]
+            action = first
+        else:
+            visited = [(visits, prior, -order, action)
+                       for order, (action, (prior, visits, _, _)) in enumerate(edges) if visits]
+            if not visited:
+                break
+            action = max(visited)[3]
+        found.append((action, node["edges"][action][1]))
+        node = node["edges"][action][3]
+    return found
+
+
+def test_principal_edges_are_the_walk_down_the_most_visited_edges():
+    search, driver = fresh_search(batch=3, actions=9, simulations=300, seed=11)
+    search.run(driver.evaluate)
+    for game in range(3):
+        root = int(search.root_nodes[game])
+        tree = c_subtree(search, game, root)
+        assert len(walked_by_hand(tree)) >= 4          # deep enough to say something
+        for first in (None, *range(9)):
+            for max_length in (None, 1, 3):
+                assert (search.principal_edges(game, root, first, max_length)
+                        == walked_by_hand(tree, first, max_length)), (game, first, max_length)
+
+
 def test_root_visits_equal_simulations_plus_reused_visits():
     search, driver = fresh_search()
     assert (search.root_visits().sum(axis=1) == 0).all()
