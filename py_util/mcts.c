@@ -1359,6 +1359,14 @@ GUARDED(tree_node_edges)
  * edge for it; at most max_length steps when max_length > 0. Walked here, not in Python: an
  * analysis line holds a variation for every searched move, and walking them node by node
  * through node_edges took most of an analysis' time. */
+static int append_edge(PyObject *list, Py_ssize_t action, int32_t visits)
+{
+    PyObject *step = Py_BuildValue("(ni)", action, (int)visits);
+    const int failed = step == NULL || PyList_Append(list, step) < 0;
+    Py_XDECREF(step);
+    return failed ? -1 : 0;
+}
+
 static PyObject *tree_principal_edges_unguarded(TreeObject *self, PyObject *args)
 {
     Py_ssize_t g, node, first, max_length;
@@ -1372,34 +1380,31 @@ static PyObject *tree_principal_edges_unguarded(TreeObject *self, PyObject *args
     while (at != NO_NODE && (max_length <= 0 || PyList_GET_SIZE(found) < max_length)) {
         const Node *x = &nodes[at];
         const Edge *edges = x->num_edges > 0 ? arena + x->first_edge : NULL;
+        const int along_first = first >= 0 && PyList_GET_SIZE(found) == 0;
         int32_t best = -1;
-        if (first >= 0 && PyList_GET_SIZE(found) == 0) {
-            for (int32_t i = 0; i < x->num_edges; i++)
+        for (int32_t i = 0; i < x->num_edges; i++) {
+            if (along_first) {
                 if (edges[i].action == first) {
                     best = i;
                     break;
                 }
-        } else {
-            for (int32_t i = 0; i < x->num_edges; i++)
-                if (edges[i].visits > 0 &&
-                    (best < 0 || edges[i].visits > edges[best].visits ||
-                     (edges[i].visits == edges[best].visits && edges[i].prior > edges[best].prior)))
-                    best = i;
+            } else if (edges[i].visits > 0 &&
+                       (best < 0 || edges[i].visits > edges[best].visits ||
+                        (edges[i].visits == edges[best].visits && edges[i].prior > edges[best].prior))) {
+                best = i;
+            }
         }
-        const int missing_first = best < 0 && first >= 0 && PyList_GET_SIZE(found) == 0;
-        if (best < 0 && !missing_first) break;
-        PyObject *step = missing_first ? Py_BuildValue("(ni)", first, 0)
-                                       : Py_BuildValue("(ii)", edges[best].action, edges[best].visits);
-        if (step == NULL || PyList_Append(found, step) < 0) {
-            Py_XDECREF(step);
-            Py_DECREF(found);
-            return NULL;
+        if (best < 0) {
+            if (along_first && append_edge(found, first, 0) < 0) goto fail;
+            break;
         }
-        Py_DECREF(step);
-        if (missing_first) break;
+        if (append_edge(found, edges[best].action, edges[best].visits) < 0) goto fail;
         at = edges[best].child;
     }
     return found;
+fail:
+    Py_DECREF(found);
+    return NULL;
 }
 GUARDED(tree_principal_edges)
 
