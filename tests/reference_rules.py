@@ -115,7 +115,8 @@ class ReferenceGo:
         self.moves = []                    # moves played since the start, passes included
         self._seen = {tuple(stones)}       # every stone configuration of the game, for superko
         self._seen_counts = {self._counts(stones)}  # their (black, white) stone counts
-        self._cache = None
+        self._cache = None                 # what _analyze found for this position
+        self._score = None                 # what score() found for it
 
     def copy(self) -> "ReferenceGo":
         other = object.__new__(ReferenceGo)
@@ -127,6 +128,7 @@ class ReferenceGo:
         other._seen = set(self._seen)
         other._seen_counts = set(self._seen_counts)
         other._cache = None
+        other._score = None
         return other
 
     @property
@@ -218,7 +220,8 @@ class ReferenceGo:
                 status.append(None)
         if self.is_over:
             status = ["game over" if s is None else s for s in status]
-        self._cache = (status, captured_by, groups)
+        legal = np.array([s is None for s in status] + [True], dtype=bool)
+        self._cache = (status, captured_by, groups, legal)
         return self._cache
 
     @staticmethod
@@ -253,12 +256,12 @@ class ReferenceGo:
         return list(self._analyze()[0])
 
     def legal_moves(self) -> np.ndarray:
-        status = self._analyze()[0]
-        return np.array([s is None for s in status] + [True], dtype=bool)
+        status, _, _, legal = self._analyze()
+        return legal.copy()
 
     def capturing_moves(self) -> list:
         """Legal moves that capture at least one stone."""
-        status, captured_by, _ = self._analyze()
+        status, captured_by, _, _ = self._analyze()
         return [p for p, s in enumerate(status) if s is None and captured_by[p]]
 
 
@@ -274,7 +277,7 @@ class ReferenceGo:
             self._passes += 1
             self._ko = None
         else:
-            status, captured_by, groups = self._analyze()
+            status, captured_by, groups, _ = self._analyze()
             if status[move] is not None:
                 raise ValueError(
                     f"{move_to_gtp(move, self.board_size)} is illegal ({status[move]})")
@@ -302,10 +305,16 @@ class ReferenceGo:
         if self._passes >= 2 or self.move_count >= self.max_moves:
             self.is_over = True
         self._cache = None
+        self._score = None
 
 
     def score(self) -> float:
         """Tromp-Taylor area: stones plus empty regions reaching one colour only."""
+        if self._score is None:
+            self._score = self._area_score()
+        return self._score
+
+    def _area_score(self) -> float:
         stones = self._stones
         black = stones.count(BLACK)
         white = stones.count(WHITE)
