@@ -685,10 +685,24 @@ def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
         tmp_path, stop, no_process_left_behind):
     """SIGTERM, Ctrl-C's SIGINT and SIGHUP mid-run: one line naming the signal and what is
     kept, exit 128 + signal, no traceback, the lock released, and the same command resumes
-    after the last complete iteration."""
+    after the last complete iteration. Before the signal, while the trainer runs: a second
+    trainer on the run exits at once naming the owner, and a reader opens the run's net.
+    (That a SIGKILL leaves no stale lock is the kill test's resumes.)"""
+    from training.nets import model_info, open_array_net, open_net
     run = tmp_path / "run"
     process = LoopProcess(run, 1000, "stopped")
     process.wait_until(lambda: (run / "checkpoints" / "ckpt_000001.npz").exists())
+
+    lines_before = metrics_lines(run)
+    started = time.monotonic()
+    code, _, err = run_main(run, "--iterations", "1000")
+    assert code == 3, err
+    assert time.monotonic() - started < 30
+    assert f"PID {process.process.pid}" in err and "Traceback" not in err
+    assert metrics_lines(run)[:len(lines_before)] == lines_before
+    assert open_net(run, log=lambda message: None).iteration >= 1
+    assert process.process.poll() is None, "the owner must still be training"
+
     process.process.send_signal(stop)
     assert process.process.wait(timeout=60) == 128 + stop
     err = process.stderr
@@ -699,7 +713,6 @@ def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
     assert f"resumes after iteration {kept}" in stopped
     # The last line says where the run's model is: the newest checkpoint's, ready to play.
     assert last == f"model: {run / 'model.npz'} (iteration {kept})", last
-    from training.nets import model_info, open_array_net
     assert model_info(run / "model.npz")["iteration"] == kept
     with np.load(run / "checkpoints" / f"ckpt_{kept:06d}.npz") as checkpoint, \
             np.load(run / "model.npz") as model:
@@ -714,33 +727,6 @@ def test_a_stop_signal_ends_the_trainer_in_one_line_and_the_run_resumes(
 
 
 # One owner per run, and faults a restart cannot cure.
-
-def test_a_second_trainer_exits_at_once_naming_the_owner_and_readers_are_not_blocked(
-        three_iterations, tmp_path, no_process_left_behind):
-    from training.nets import open_net
-    run = tmp_path / "run"
-    shutil.copytree(three_iterations, run)
-    owner = LoopProcess(run, 1000, "owner")
-    owner.wait_until(lambda: owner.resumed_after() is not None)
-    lines_before = metrics_lines(run)
-
-    started = time.monotonic()
-    code, _, err = run_main(run, "--iterations", "1000")
-    assert code == 3, err
-    assert time.monotonic() - started < 30
-    assert f"PID {owner.process.pid}" in err and "Traceback" not in err
-    assert metrics_lines(run)[:len(lines_before)] == lines_before
-
-    # A reader opens the run's net while the owner trains.
-    opened = open_net(run, log=lambda message: None)
-    assert opened.iteration >= 3
-
-    # SIGKILL leaves no stale lock: the next trainer takes the run over.
-    owner.kill()
-    code, _, err = run_main(run, "--iterations", "1")
-    assert code == 0, err
-    assert "resumed" in err
-
 
 def test_the_lock_and_the_run_directory_refuse_before_tensorflow_loads(tmp_path):
     """A TensorFlow that cannot be imported: the lock refusal, a --run that is a file and an
