@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from float_tolerance import accumulation_depths, gamma
+from kernels.go_batch import _cuda_available
 from test_training_loop import main_here
 from training.config import PRESETS
 from training.nets import build_trainer
@@ -196,6 +197,8 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
 def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):
     """The step JAX compiles for the GPU against the same step on JAX's CPU, at the highest
     matmul precision (the loop may train in TF32; this checks the arithmetic is the same)."""
+    if not _cuda_available()[0]:  # asked first: importing JAX to ask it takes 1.5 s
+        pytest.skip("no CUDA device (CuPy and a GPU are needed)")
     import jax      # here, not at collection: starting JAX's backends takes every worker 1.6 s
     if jax.default_backend() != "gpu":
         pytest.skip("JAX sees no GPU")
