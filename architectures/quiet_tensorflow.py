@@ -12,12 +12,15 @@ stderr except those start-up lines, and those only while the user's TF_CPP_MIN_L
 (unset counts as the entry scripts' 2) hides INFO: an error or warning of the import is never
 swallowed.
 
-Two optional imports are declined while TensorFlow and Keras load (only there, and only
-while not loaded already): TensorFlow Lite's converter imports JAX when it is installed, and
-Keras' image-gallery plot imports matplotlib.pyplot, both inside `try: ... except
-ImportError`, for features the project never calls. They cost 1.8 s of every TensorFlow
-start here (0.8 s and 1.0 s of 6.7 s, `-X importtime`). Either imports normally afterwards
-(the JAX backend, the notebook's plots).
+Four optional imports are declined while TensorFlow and Keras load (only there, and only
+while not loaded already), each inside `try: ... except ImportError` where it is imported,
+for features the project never calls: TensorFlow Lite's converter imports JAX when it is
+installed, Keras' image-gallery plot matplotlib.pyplot, TensorFlow's Keras 2 scipy.sparse
+(sparse inputs to its v1 training loops) and Keras 3's file editor IPython (its notebook
+display). JAX and matplotlib cost 1.8 s of every TensorFlow start here (0.8 s and 1.0 s of
+6.7 s, `-X importtime`), scipy and IPython 0.3 s of the remaining 4.5 s of CPU. Each imports
+normally afterwards (the JAX backend, the notebook's plots and kernel). (`requests`, also
+optional in places, is not declined: TensorFlow imports it unguarded elsewhere.)
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ START_UP_LINES = ("All log messages before absl::InitializeLog() is called are w
 
 
 # Imported by TensorFlow and Keras only if present, for nothing the project uses (above).
-DECLINED_WHILE_LOADING = ("jax", "matplotlib")
+DECLINED_WHILE_LOADING = ("jax", "matplotlib", "scipy", "IPython")
 
 
 class _Declined(importlib.abc.MetaPathFinder):

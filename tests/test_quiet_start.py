@@ -59,18 +59,21 @@ def test_no_entry_script_prints_tensorflows_start_up_lines(tmp_path):
 def test_tensorflow_prints_the_lines_when_info_is_asked_for_and_loads_without_declined_imports():
     """With oneDNN forced on and INFO asked for (TF_CPP_MIN_LOG_LEVEL=0), TensorFlow's import
     prints the start-up lines and they are passed on: the check above can fail on this CPU.
-    TensorFlow Lite's JAX and Keras' matplotlib.pyplot are not loaded with TensorFlow (1.8 s
-    of every start), and both import as usual afterwards."""
+    TensorFlow Lite's JAX, Keras' matplotlib.pyplot, TensorFlow's Keras 2 scipy.sparse and
+    Keras' IPython are not loaded with TensorFlow (2.1 s of every start), and each imports as
+    usual afterwards."""
     probe = ("import sys\n"
              "from architectures.quiet_tensorflow import load_keras\n"
              "keras = load_keras()\n"
-             "print(sorted(m for m in ('jax', 'matplotlib') if m in sys.modules))\n"
-             "import jax.numpy, matplotlib.pyplot\n"
-             "print(float(jax.numpy.ones(2).sum()), keras.ops.sum(keras.ops.ones(3)).numpy())\n")
+             "print(sorted(m for m in ('jax', 'matplotlib', 'scipy', 'IPython')\n"
+             "             if m in sys.modules))\n"
+             "import jax.numpy, matplotlib.pyplot, scipy.sparse, IPython\n"
+             "print(float(jax.numpy.ones(2).sum()), keras.ops.sum(keras.ops.ones(3)).numpy(),\n"
+             "      scipy.sparse.eye(2).nnz, callable(IPython.get_ipython))\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
                           text=True, timeout=300,
                           env={**ONEDNN_ON, "TF_CPP_MIN_LOG_LEVEL": "0",
                                "KERAS_BACKEND": "tensorflow", "MPLBACKEND": "Agg"})
     assert done.returncode == 0, done.stderr
     assert any(is_start_up_line(line) for line in done.stderr.splitlines()), done.stderr
-    assert done.stdout.split("\n")[:2] == ["[]", "2.0 3.0"], done.stdout
+    assert done.stdout.split("\n")[:2] == ["[]", "2.0 3.0 2 True"], done.stdout
