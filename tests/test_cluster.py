@@ -1,7 +1,7 @@
 """Self-play workers on Ray (cluster/, bp_tree.py --workers): a local Ray with 2 actors on the
 `tiny` preset, run as a subprocess the way a user runs it. One run covers an actor killed by
 its PID during iteration 2 (Ray restarts it; the iteration and the next complete); the run
-directory is then read back without the code under test (test_training_loop's readers).
+directory is then read back without the code under test (tests/loop_runs.py's readers).
 """
 import os
 import re
@@ -15,8 +15,8 @@ import pytest
 from cluster import ClusterError
 from training.config import PRESETS
 
-from test_training_loop import (PROJECT_ROOT, SIDE_TO_MOVE_PLANE, TINY_ARGS, assert_consistent,
-                                read_chunk, split_games)
+from loop_runs import (PROJECT_ROOT, SIDE_TO_MOVE_PLANE, TINY_ARGS, assert_consistent,
+                       read_chunk, split_games)
 
 WORKER_FIELDS = {"workers", "workers_alive", "worker_restarts", "worker_restarts_total",
                  "positions_per_worker_per_s", "weights_age_mean", "weights_age_max"}
@@ -116,7 +116,7 @@ def test_unreachable_cluster_is_a_one_line_error(address, mentions):
 
 
 def test_an_unreachable_cluster_is_refused_before_the_run_directory_exists(tmp_path):
-    from test_training_loop import run_main
+    from loop_runs import run_main
     run = tmp_path / "run"
     code, _, err = run_main(run, "--workers", "1", "--ray_address", "127.0.0.1:1")
     assert code == 2 and "cannot reach the Ray cluster at 127.0.0.1:1" in err

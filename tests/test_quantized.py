@@ -128,7 +128,7 @@ def test_bf16_and_unknown_precisions_are_refused_in_one_line(tmp_path):
 
 def test_the_loops_int8_selfplay_net_is_made_again_after_each_iterations_training(
         tmp_path, monkeypatch):
-    from test_training_loop import run_main
+    from loop_runs import run_main
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     run = tmp_path / "run"
     code, _, err = run_main(run, "--iterations", "2", "--inference", "int8")

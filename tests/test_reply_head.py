@@ -153,7 +153,7 @@ def test_a_warm_start_adds_the_head_and_plays_as_before_and_the_file_reads_back(
 
 
 def test_the_loop_trains_the_head_stores_its_targets_and_resumes(tf, tmp_path):
-    from tests.test_training_loop import metrics, read_chunk, run_main
+    from loop_runs import metrics, read_chunk, run_main
     run = tmp_path / "run"
     code, _, err = run_main(run, "--aux-heads", "true", "--reply-head", "true",
                             "--iterations", "2")

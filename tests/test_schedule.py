@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from float_tolerance import assert_outputs_close
-from test_training_loop import main_here
+from loop_runs import main_here
 from training.config import PRESETS, Config
 from training.run_directory import COUNTERS_KEY
 

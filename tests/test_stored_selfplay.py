@@ -18,8 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from float_tolerance import EPS16, gamma  # noqa: E402
 import selfplay_chunks  # noqa: E402
 from games.stored_selfplay import StoredSelfPlay, StoredSelfPlayError  # noqa: E402
-from tests.test_training_loop import (TINY, metrics, read_chunk, run_main,  # noqa: E402
-                                      split_games)
+from loop_runs import TINY, metrics, read_chunk, run_main, split_games  # noqa: E402
 from training.replay_buffer import ReplayBuffer  # noqa: E402
 
 N, PLANES, ACTIONS = TINY.board_size, TINY.board_planes, TINY.num_actions

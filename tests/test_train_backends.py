@@ -18,7 +18,7 @@ import pytest
 
 from float_tolerance import accumulation_depths, gamma
 from kernels.go_batch import _cuda_available
-from test_training_loop import main_here
+from loop_runs import main_here
 from training.config import PRESETS
 from training.nets import build_trainer
 
