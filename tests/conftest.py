@@ -2,8 +2,13 @@
 or a signal, a Ray cluster, a process per Keras backend, TensorFlow's start-up in fresh
 processes) run first. pytest-xdist deals the tests out in their order and the two workers
 take more as they finish, so the long ones, dealt last, kept one worker busy 25-30 s after
-the other had run out; dealt first, short tests fill in around them. And the one fixture
-that tests of several modules read."""
+the other had run out; dealt first, short tests fill in around them. And the fixtures that
+tests of several modules read; they import the project's heavy modules in their bodies, never
+here: xdist's controller loads this file and must not import TensorFlow."""
+import contextlib
+import io
+from pathlib import Path
+
 import pytest
 
 
@@ -20,3 +25,23 @@ def one_iteration(tmp_path_factory):
     code, out, err = run_main(run, "--iterations", "1")
     assert code == 0, err
     return run, out, err
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory) -> Path:
+    """The GTP tests' run (test_gtp_*.py): preset tiny (5x5, one block of 8 filters), one
+    iteration. A module that defines its own `tiny_run` uses that one."""
+    import bp_tree
+    run = tmp_path_factory.mktemp("gtp") / "tiny run"   # a space in the path, as users have
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "1"]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_run):
+    """(config, net) of the tiny run, loaded the way gtp_engine.py loads it."""
+    import gtp_engine
+    with contextlib.redirect_stderr(io.StringIO()):
+        engine = gtp_engine.load_engine(gtp_engine.parse_args(["--run", str(tiny_run)]))
+    return engine.config, engine.evaluator
