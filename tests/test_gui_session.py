@@ -1,42 +1,28 @@
-"""The Pygame GUI: its geometry and command logic as plain functions, a game session against
-scripted stand-in nets (no TensorFlow), and the real window driven headless
-(SDL_VIDEODRIVER=dummy) against the fixture run's net, checking the pixels it draws.
+"""The Pygame GUI's logic without a window (gui/): its geometry and command logic as plain
+functions, area ownership against the engine's score, and a game session against scripted
+stand-in nets (no TensorFlow): the net thinking in a thread, refusals with a reason, undo,
+passes and the area count, resigning, colours, handicap, SGF, the heatmap and the territory
+estimate, each against answers worked out by hand.
 
-Positions are 5x5 boards; flat index = row * 5 + col with row 0 at the top, so C3 (the
-centre) is 12, A5 (top left) is 0 and pass is 25.
+Positions are 5x5 boards (gui_points.py); flat index = row * 5 + col with row 0 at the top, so
+C3 (the centre) is 12, A5 (top left) is 0 and pass is 25.
 """
-import os
+import threading
+import time
 
-os.environ["SDL_VIDEODRIVER"] = "dummy"        # no window, on any machine
-os.environ["PYGAME_HIDE_SUPPORT_PROMPT"] = "1"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
+import pytest
 
-import json  # noqa: E402
-import shutil  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from float_tolerance import (accumulation_depths, assert_head_close, model_shape,  # noqa: E402
-                             trunk_depth)
-from gui.controls import (BUTTONS, Command, command_for_click, command_for_key, dispatch,  # noqa: E402
+from gui.controls import (BUTTONS, Command, command_for_click, command_for_key, dispatch,
                           layout_buttons)
-from gui.geometry import BoardGeometry  # noqa: E402
-from gui.session import BLACK, WHITE, GameSession  # noqa: E402
-from games.territory import area_counts, area_ownership  # noqa: E402
-from kernels import GoBatch  # noqa: E402
-from games.search import SearchingGames  # noqa: E402
-from training.config import Config  # noqa: E402
-from games.sgf_records import sgf_to_moves  # noqa: E402
-
-FIXTURE_RUN = Path(__file__).resolve().parent.parent / "notebooks" / "fixture_run"
-N = 5
-PASS = N * N
-CENTRE, A5, B5, A4, E1 = 12, 0, 1, 5, 24
-
+from gui.geometry import BoardGeometry
+from gui.session import BLACK, WHITE, GameSession
+from gui_points import A4, A5, B5, CENTRE, E1, N, PASS
+from games.territory import area_counts, area_ownership
+from kernels import GoBatch
+from games.search import SearchingGames
+from training.config import Config
+from games.sgf_records import sgf_to_moves
 
 def board_from_ascii(text: str) -> np.ndarray:
     rows = [line.split() for line in text.strip().splitlines()]
@@ -357,8 +343,8 @@ def test_save_sgf_writes_the_game(tmp_path):
 
 def test_a_handicap_game_starts_from_the_fixed_points_with_white_first(tmp_path):
     """A cycles the handicap (2, 3, 4, none) and starts a new game: GTP's fixed points
-    (tests/test_gtp.py holds them to GNU Go's), White (the net) moves first, undo stops at the
-    handicap stones, and the SGF sets them up."""
+    (tests/test_gtp_process.py holds them to GNU Go's), White (the net) moves first, undo stops
+    at the handicap stones, and the SGF sets them up."""
     from games.sgf_records import read_sgf
     n = 9
     c3, g7, c7, g3, e5 = 6 * n + 2, 2 * n + 6, 2 * n + 2, 6 * n + 6, 4 * n + 4
@@ -479,215 +465,3 @@ def test_territory_of_a_net_without_ownership_head_says_so():
     assert not session.toggle_territory()
     assert not session.show_territory
     assert session.message.startswith("This net has no ownership head")
-
-
-# The window, headless, against the fixture run's net.
-
-def test_a_run_without_a_checkpoint_gets_a_message_not_a_traceback(tmp_path, capsys):
-    import play_network_gui
-    run = tmp_path / "young_run"
-    run.mkdir()
-    shutil.copy(FIXTURE_RUN / "config.json", run / "config.json")
-    assert play_network_gui.main(["--run", str(run)]) == 2
-    err = capsys.readouterr().err
-    assert "no checkpoint yet" in err and "Traceback" not in err
-    assert play_network_gui.main(["--run", str(tmp_path / "missing")]) == 2
-    assert "no run directory" in capsys.readouterr().err
-
-
-def test_a_board_size_other_than_the_runs_is_refused(capsys):
-    import play_network_gui
-    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--board-size", "9"]) == 2
-    err = capsys.readouterr().err
-    assert "--board-size 9: this net was trained on 5x5" in err
-
-
-def test_a_missing_checkpoint_iteration_is_refused(capsys):
-    import play_network_gui
-    assert play_network_gui.main(["--run", str(FIXTURE_RUN), "--checkpoint", "1"]) == 2
-    err = capsys.readouterr().err
-    assert "no checkpoint of iteration 1" in err and "Traceback" not in err
-
-
-@pytest.fixture(scope="module")
-def app():
-    import play_network_gui
-    assert json.loads((FIXTURE_RUN / "config.json").read_text())["board_size"] == N
-    args = play_network_gui.parse_args(["--run", str(FIXTURE_RUN), "--sims", "8"])
-    session, _ = play_network_gui.load_session(args)
-    window = play_network_gui.App(session)
-    yield window
-    window.close()
-
-
-def click(app, x, y):
-    import pygame
-    pygame.event.post(pygame.event.Event(pygame.MOUSEBUTTONDOWN, pos=(x, y), button=1))
-    return settle(app)
-
-
-def press(app, key):
-    import pygame
-    pygame.event.post(pygame.event.Event(pygame.KEYDOWN, key=key, mod=0, unicode=""))
-    return settle(app)
-
-
-def settle(app):
-    """Frames until the net has answered (it thinks in a thread)."""
-    running = app.frame()
-    app.session.wait()
-    app.frame()
-    return running
-
-
-def assert_drawn(app):
-    """Every point shows what the game holds: a dark stone, a light stone, or wood."""
-    surface = app.draw()
-    geometry = app.renderer.geometry
-    offset = int(geometry.stone_radius * 0.45)   # off the grid lines and the last-move dot
-    for row in range(N):
-        for col in range(N):
-            x, y = geometry.point_to_pixel(row, col)
-            red, green, blue, _ = surface.get_at((x + offset, y + offset))
-            stone = app.session.view.board[row, col]
-            if stone == BLACK:
-                assert red + green + blue < 150, (row, col)
-            elif stone == WHITE:
-                assert min(red, green, blue) > 200, (row, col)
-            else:
-                assert red > green > blue and red > 150 and blue < 160, (row, col)
-    last = app.session.view.last_move
-    if last is not None and last != PASS:
-        red, green, blue, _ = surface.get_at(geometry.move_to_pixel(last))
-        assert red > 180 and green < 90 and blue < 90, "the last move carries a red marker"
-
-
-def test_headless_window_clicks_keys_and_pixels(app):
-    import pygame
-    session, geometry = app.session, app.renderer.geometry
-    assert session.view.moves == ()
-    assert_drawn(app)
-
-    assert click(app, *geometry.move_to_pixel(CENTRE))
-    assert session.view.board[2, 2] == BLACK
-    assert len(session.view.moves) == 2 and (session.view.board == WHITE).sum() == 1
-    net_reply = session.view.moves[1]
-    assert_drawn(app)
-
-    before = session.view.board.copy()
-    assert click(app, *geometry.move_to_pixel(CENTRE))          # occupied: refused
-    assert "occupied" in session.message and (session.view.board == before).all()
-
-    assert press(app, pygame.K_u)                                # undo both moves
-    assert session.view.moves == () and session.view.board.sum() == 0
-    assert_drawn(app)
-
-    free = next(m for m in range(PASS) if m != net_reply)
-    assert click(app, *geometry.move_to_pixel(free))
-    assert session.view.moves[0] == free and len(session.view.moves) == 2
-    pass_button = next(b for b in app.renderer.buttons if b.command is Command.PASS)
-    assert click(app, *pass_button.centre)                      # pass by the button
-    assert session.view.moves[2] == PASS and len(session.view.moves) == 4
-    assert press(app, pygame.K_p)                               # pass by the key
-    assert session.view.moves[4] == PASS
-    assert_drawn(app)
-
-    assert press(app, pygame.K_h)                               # heatmap of the search
-    analysis = session.current_analysis()
-    if not session.over:
-        assert analysis is not None and analysis.visits is not None
-    assert not press(app, pygame.K_ESCAPE)
-
-
-@pytest.fixture(scope="module")
-def aux_run(tmp_path_factory) -> Path:
-    """A tiny 5x5 run whose net has the ownership and score heads."""
-    import contextlib
-    import io
-    import bp_tree
-    run = tmp_path_factory.mktemp("gui") / "aux"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
-                             "--iterations", "1"]) == 0
-    return run
-
-
-def test_the_territory_overlay_draws_the_nets_ownership_head(aux_run):
-    """The estimate comes from the net's process and is the Keras model's own ownership head
-    for the position (planes from a fresh rules engine), turned to Black's view; the window
-    draws a square of the expected owner's colour where the net is most certain."""
-    import play_network_gui
-    from training.nets import read_weights
-    args = play_network_gui.parse_args(["--run", str(aux_run), "--no-search"])
-    session, _ = play_network_gui.load_session(args)
-    window = play_network_gui.App(session)
-    try:
-        assert session.play(CENTRE)
-        session.wait()
-        assert session.toggle_territory()
-        model = read_weights(aux_run).trainer.model
-        go = GoBatch(1, N, history_length=1)
-        for move in session.view.moves:
-            go.play(np.array([move]))
-        outputs = model(go.features(1), training=False)
-        to_play = session.view.to_play
-        assert to_play == BLACK
-        expected = np.tanh(np.asarray(outputs[2])[0]) * to_play
-        shape = model_shape(model)
-        assert_head_close(session.territory.ownership, expected,
-                          trunk_depth(shape) + shape.filters, tanh=True)
-        assert_head_close(session.territory.black_lead,
-                          float(np.asarray(outputs[3])[0, 0]) * N * N * to_play,
-                          accumulation_depths(shape)[1])
-
-        empty = np.argwhere(session.view.board == 0)
-        row, col = max(empty, key=lambda point: abs(expected[tuple(point)]))
-        assert abs(expected[row, col]) > 0.1, "the net should lean somewhere"
-        x, y = window.renderer.geometry.point_to_pixel(row, col)
-        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))   # off the grid lines
-        if expected[row, col] > 0:
-            assert red + green + blue < 300, "a dark square where Black should own the point"
-        else:
-            assert min(red, green, blue) > 150, "a light square where White should own it"
-        assert session.toggle_territory()                            # off: wood again
-        red, green, blue, _ = window.draw().get_at((x + 4, y + 4))
-        assert red > green > blue and red > 150 and blue < 160
-    finally:
-        window.close()
-
-
-def test_a_model_file_plays_and_its_games_are_saved_under_runs_not_beside_it(tmp_path):
-    import export_model
-    import play_network_gui
-    from training.run_directory import ROOT
-    model = tmp_path / "models" / "net.npz"
-    assert export_model.main(["--run", str(FIXTURE_RUN), "--output", str(model)]) == 0
-    session, save_dir = play_network_gui.load_session(
-        play_network_gui.parse_args(["--model", str(model), "--sims", "4"]))
-    try:
-        assert session.driver.go.board_size == N
-        assert save_dir == ROOT / "runs" / "gui_games"
-        # The model's net answers: the human's move is followed by the net's.
-        assert session.play(0)
-        session.wait()
-        assert len(session.moves) == 2
-    finally:
-        session.close()
-        session.driver.evaluator.close()
-
-
-def test_without_run_or_model_the_shipped_model_is_played_or_its_absence_named(
-        monkeypatch, tmp_path, capsys):
-    import play_network_gui
-    from games import players
-    from training.nets import SHIPPED_MODEL, read_config
-    if SHIPPED_MODEL.is_file():
-        config, _ = read_config(SHIPPED_MODEL)
-        assert config.board_size == 9   # models/README.md: the shipped net is the 9x9 one
-    missing = tmp_path / "models" / "9x9.npz"
-    monkeypatch.setattr(players, "SHIPPED_MODEL", missing)
-    assert play_network_gui.main([]) == 2
-    err = capsys.readouterr().err
-    assert f"the shipped model {missing} is missing" in err and "Traceback" not in err
-    with pytest.raises(SystemExit):
-        play_network_gui.parse_args(["--model", "x.npz", "--checkpoint", "3"])
