@@ -45,3 +45,23 @@ def loaded(tiny_run):
     with contextlib.redirect_stderr(io.StringIO()):
         engine = gtp_engine.load_engine(gtp_engine.parse_args(["--run", str(tiny_run)]))
     return engine.config, engine.evaluator
+
+
+@pytest.fixture(params=["engine", "reference"])
+def new_game(request):
+    """new_game(size, ascii=None, to_play=BLACK, **rules) -> a game on that position: on the
+    engine (rules_games.EngineGame) and on the reference (reference_rules.ReferenceGo), for
+    test_rules_captures.py and test_rules_game_state.py."""
+    from reference_rules import BLACK, ReferenceGo, board_from_ascii
+    from rules_games import EngineGame
+    kind = request.param
+
+    def make(board_size, ascii=None, to_play=BLACK, **rules):
+        game = (EngineGame if kind == "engine" else ReferenceGo)(board_size, **rules)
+        if ascii is not None:
+            stones = board_from_ascii(ascii)
+            assert stones.shape == (board_size, board_size)
+            game.set_board(stones, to_play)
+        return game
+
+    return make
