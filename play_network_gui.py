@@ -18,7 +18,8 @@ alone (--no-search, instant) or after a tree search of S simulations (default: t
 the game; it is scored like the engine scores it (area, every stone on the board alive).
 
 The window, drawing and command line live here; what they drive (geometry, commands, the game
-session) is in gui/ and is tested without a window (tests/test_gui.py).
+session) is in gui/ and is tested without a window (tests/test_gui_session.py; the headless
+window in tests/test_gui_window.py).
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ with xdotool (real X input events), and reads the screen to see the stone and th
 It runs a second time with SDL_FRAMEBUFFER_ACCELERATION=1, a user's setting that makes SDL draw
 every frame through an OpenGL renderer (the fix must not depend on SDL's defaults).
 
-tests/test_gui.py tests the GUI's logic with SDL's dummy driver; this file tests only what a
-real display adds. Needs Xvfb and xdotool (Debian: xvfb, xdotool; build.sh installs them,
+tests/test_gui_session.py and tests/test_gui_window.py test the GUI's logic with SDL's dummy
+driver; this file tests only what a real display adds. Needs Xvfb and xdotool (Debian: xvfb, xdotool; build.sh installs them,
 with Mesa's libgl1-mesa-dri, when it runs as root); without them it is skipped.
 """
 import os
