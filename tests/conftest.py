@@ -16,10 +16,11 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("long") is None)   # a stable sort
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def one_iteration(tmp_path_factory):
-    """A tiny run of one iteration (tests/loop_runs.py) for the tests of a module that read
-    it: (run directory, stdout, stderr)."""
+    """A tiny run of one iteration (tests/loop_runs.py), built once per test process for the
+    tests that read it (test_training_loop.py, test_warm_starts.py): (run directory, stdout,
+    stderr)."""
     from loop_runs import run_main    # here: it loads TensorFlow, which xdist's controller skips
     run = tmp_path_factory.mktemp("one_iteration") / "run"
     code, out, err = run_main(run, "--iterations", "1")
@@ -27,10 +28,11 @@ def one_iteration(tmp_path_factory):
     return run, out, err
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> Path:
-    """The GTP tests' run (test_gtp_*.py): preset tiny (5x5, one block of 8 filters), one
-    iteration. A module that defines its own `tiny_run` uses that one."""
+    """The GTP tests' run (test_gtp_*.py), built once per test process: preset tiny (5x5, one
+    block of 8 filters), one iteration. A module that defines its own `tiny_run` uses that
+    one."""
     import bp_tree
     run = tmp_path_factory.mktemp("gtp") / "tiny run"   # a space in the path, as users have
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -38,7 +40,7 @@ def tiny_run(tmp_path_factory) -> Path:
     return run
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def loaded(tiny_run):
     """(config, net) of the tiny run, loaded the way gtp_engine.py loads it."""
     import gtp_engine
