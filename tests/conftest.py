@@ -41,6 +41,18 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def aux_run(tmp_path_factory) -> Path:
+    """A tiny run (5x5, one iteration) whose net has the ownership and score heads, built once
+    per test process for the GTP engine's and the GUI's tests of those heads."""
+    import bp_tree
+    run = tmp_path_factory.mktemp("aux") / "aux"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
+                             "--iterations", "1"]) == 0
+    return run
+
+
+@pytest.fixture(scope="session")
 def loaded(tiny_run):
     """(config, net) of the tiny run, loaded the way gtp_engine.py loads it."""
     import gtp_engine

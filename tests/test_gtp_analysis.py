@@ -8,7 +8,7 @@ against the Keras model's own heads on planes from a fresh rules engine, within 
 of float_tolerance.py; GoGui's principal variation against the independent reference rules;
 the analysis cap against gtp/README.md. Transcripts (gtp_sessions.py) of the tiny run's net
 (`tiny_run`, `loaded`: conftest.py), of a tiny run with the ownership and score heads
-(`aux_run`), and of a stand-in net.
+(`aux_run`, conftest.py too), and of a stand-in net.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import math
 import os
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,17 +34,6 @@ from reference_rules import ReferenceGo, gtp_to_move, move_to_gtp  # noqa: E402
 INFO_BLOCK = re.compile(r"info move (?P<move>\S+) visits (?P<visits>\d+) winrate (?P<winrate>\d+) "
                         r"prior (?P<prior>\d+) lcb (?P<lcb>\d+) order (?P<order>\d+) "
                         r"pv (?P<pv>(?:\S+)(?: (?!info )\S+)*)")
-
-
-@pytest.fixture(scope="module")
-def aux_run(tmp_path_factory) -> Path:
-    """A tiny run whose net has the ownership and score heads."""
-    import bp_tree
-    run = tmp_path_factory.mktemp("gtp") / "aux"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
-                             "--iterations", "1"]) == 0
-    return run
 
 
 # ---------------------------------------------------------------- analysis

@@ -150,19 +150,6 @@ def test_headless_window_clicks_keys_and_pixels(app):
     assert not press(app, pygame.K_ESCAPE)
 
 
-@pytest.fixture(scope="module")
-def aux_run(tmp_path_factory) -> Path:
-    """A tiny 5x5 run whose net has the ownership and score heads."""
-    import contextlib
-    import io
-    import bp_tree
-    run = tmp_path_factory.mktemp("gui") / "aux"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--aux_heads", "true",
-                             "--iterations", "1"]) == 0
-    return run
-
-
 def test_the_territory_overlay_draws_the_nets_ownership_head(aux_run):
     """The estimate comes from the net's process and is the Keras model's own ownership head
     for the position (planes from a fresh rules engine), turned to Black's view; the window
