@@ -115,8 +115,7 @@ class ReferenceGo:
         self.moves = []                    # moves played since the start, passes included
         self._seen = {tuple(stones)}       # every stone configuration of the game, for superko
         self._seen_counts = {self._counts(stones)}  # their (black, white) stone counts
-        self._cache = None                 # what _analyze found for this position
-        self._score = None                 # what score() found for it
+        self._derived = {}                 # what _analyze and score found for this position
 
     def copy(self) -> "ReferenceGo":
         other = object.__new__(ReferenceGo)
@@ -127,8 +126,7 @@ class ReferenceGo:
         other.moves = list(self.moves)
         other._seen = set(self._seen)
         other._seen_counts = set(self._seen_counts)
-        other._cache = None
-        other._score = None
+        other._derived = {}
         return other
 
     @property
@@ -181,8 +179,8 @@ class ReferenceGo:
 
     def _analyze(self):
         """Per point: None when legal for the side to move, else the reason; and captures."""
-        if self._cache is not None:
-            return self._cache
+        if "analysis" in self._derived:
+            return self._derived["analysis"]
         stones = self._stones
         neighbors = self._neighbors
         me = self.to_play
@@ -221,8 +219,8 @@ class ReferenceGo:
         if self.is_over:
             status = ["game over" if s is None else s for s in status]
         legal = np.array([s is None for s in status] + [True], dtype=bool)
-        self._cache = (status, captured_by, groups, legal)
-        return self._cache
+        self._derived["analysis"] = (status, captured_by, groups, legal)
+        return self._derived["analysis"]
 
     @staticmethod
     def _counts(stones) -> tuple:
@@ -304,15 +302,14 @@ class ReferenceGo:
         self._positions.append(tuple(self._stones))
         if self._passes >= 2 or self.move_count >= self.max_moves:
             self.is_over = True
-        self._cache = None
-        self._score = None
+        self._derived = {}
 
 
     def score(self) -> float:
         """Tromp-Taylor area: stones plus empty regions reaching one colour only."""
-        if self._score is None:
-            self._score = self._area_score()
-        return self._score
+        if "score" not in self._derived:
+            self._derived["score"] = self._area_score()
+        return self._derived["score"]
 
     def _area_score(self) -> float:
         stones = self._stones
