@@ -99,7 +99,7 @@ class ReferenceGo:
             raise ValueError(f"to_play must be +1 or -1, got {to_play!r}")
         flat = [int(v) for v in array.reshape(-1)]
         self._load(flat, int(to_play))
-        for color, members, libs in self._groups()[1]:
+        for color, members, libs in self._groups():
             if not libs:
                 raise ValueError(f"group at {move_to_gtp(members[0], n)} has no liberties")
 
@@ -115,7 +115,7 @@ class ReferenceGo:
         self.moves = []                    # moves played since the start, passes included
         self._seen = {tuple(stones)}       # every stone configuration of the game, for superko
         self._seen_counts = {self._counts(stones)}  # their (black, white) stone counts
-        self._derived = {}                 # what _analyze and score found for this position
+        self._derived = {}                 # what _regions and _analyze found for this position
 
     def copy(self) -> "ReferenceGo":
         other = object.__new__(ReferenceGo)
@@ -150,32 +150,42 @@ class ReferenceGo:
         return self._passes
 
 
-    def _groups(self):
-        """Label every stone with its group: (label list, [(color, members, liberty set)])."""
+    def _regions(self):
+        """One flood fill over the board, of each maximal region of one kind (black stones,
+        white stones or empty points): (label per point, [(kind, members, around)]), `around`
+        being a stone group's liberties and an empty region's bordering colours. The legal
+        moves and the area score of a position both read it."""
+        if "regions" in self._derived:
+            return self._derived["regions"]
         stones = self._stones
         neighbors = self._neighbors
         label = [-1] * len(stones)
-        groups = []
-        for p, color in enumerate(stones):
-            if color == EMPTY or label[p] >= 0:
+        regions = []
+        for p, kind in enumerate(stones):
+            if label[p] >= 0:
                 continue
-            gid = len(groups)
-            label[p] = gid
+            rid = len(regions)
+            label[p] = rid
             members = [p]
-            libs = set()
-            i = 0
-            while i < len(members):
-                q = members[i]
-                i += 1
+            around = set()
+            for q in members:                   # grows while it is walked: breadth first
                 for r in neighbors[q]:
                     s = stones[r]
-                    if s == EMPTY:
-                        libs.add(r)
-                    elif s == color and label[r] < 0:
-                        label[r] = gid
-                        members.append(r)
-            groups.append((color, members, libs))
-        return label, groups
+                    if s == kind:
+                        if label[r] < 0:
+                            label[r] = rid
+                            members.append(r)
+                    elif kind == EMPTY:
+                        around.add(s)           # a colour bordering the empty region
+                    elif s == EMPTY:
+                        around.add(r)           # a liberty of the group
+            regions.append((kind, members, around))
+        self._derived["regions"] = (label, regions)
+        return label, regions
+
+    def _groups(self) -> list:
+        """Every stone group: [(color, members, liberty set)]."""
+        return [region for region in self._regions()[1] if region[0] != EMPTY]
 
     def _analyze(self):
         """Per point: None when legal for the side to move, else the reason; and captures."""
@@ -184,42 +194,39 @@ class ReferenceGo:
         stones = self._stones
         neighbors = self._neighbors
         me = self.to_play
-        label, groups = self._groups()
+        label, regions = self._regions()
+        liberties = [len(around) for kind, _, around in regions]   # read for stones only
         counts = self._counts(stones)
         status = []
         captured_by = []
         for p, color in enumerate(stones):
             captured = []
+            captured_by.append(captured)
             if color != EMPTY:
                 status.append("occupied")
-                captured_by.append(captured)
                 continue
             breathes = False
             for r in neighbors[p]:
                 s = stones[r]
                 if s == EMPTY:
                     breathes = True
-                    continue
-                gid = label[r]
-                libs = groups[gid][2]
-                if s == me:
-                    if len(libs) > 1:
+                elif s == me:
+                    if liberties[label[r]] > 1:
                         breathes = True
-                elif len(libs) == 1 and gid not in captured:
-                    captured.append(gid)
-            captured_by.append(captured)
+                elif liberties[label[r]] == 1 and label[r] not in captured:
+                    captured.append(label[r])
             if not breathes and not captured:
                 status.append("suicide")
             elif p == self._ko:
                 status.append("ko")
-            elif self.superko and self._repeats(p, captured, groups, counts):
+            elif self.superko and self._repeats(p, captured, regions, counts):
                 status.append("superko")
             else:
                 status.append(None)
         if self.is_over:
             status = ["game over" if s is None else s for s in status]
         legal = np.array([s is None for s in status] + [True], dtype=bool)
-        self._derived["analysis"] = (status, captured_by, groups, legal)
+        self._derived["analysis"] = (status, captured_by, regions, legal)
         return self._derived["analysis"]
 
     @staticmethod
@@ -307,36 +314,12 @@ class ReferenceGo:
 
     def score(self) -> float:
         """Tromp-Taylor area: stones plus empty regions reaching one colour only."""
-        if "score" not in self._derived:
-            self._derived["score"] = self._area_score()
-        return self._derived["score"]
-
-    def _area_score(self) -> float:
-        stones = self._stones
-        black = stones.count(BLACK)
-        white = stones.count(WHITE)
-        seen = [False] * len(stones)
-        for p, color in enumerate(stones):
-            if color != EMPTY or seen[p]:
-                continue
-            seen[p] = True
-            region = [p]
-            borders = set()
-            i = 0
-            while i < len(region):
-                q = region[i]
-                i += 1
-                for r in self._neighbors[q]:
-                    s = stones[r]
-                    if s != EMPTY:
-                        borders.add(s)
-                    elif not seen[r]:
-                        seen[r] = True
-                        region.append(r)
-            if borders == {BLACK}:
-                black += len(region)
-            elif borders == {WHITE}:
-                white += len(region)
+        black = white = 0
+        for kind, members, around in self._regions()[1]:
+            if kind == BLACK or (kind == EMPTY and around == {BLACK}):
+                black += len(members)
+            elif kind == WHITE or (kind == EMPTY and around == {WHITE}):
+                white += len(members)
         return black - white - self.komi
 
 
@@ -361,8 +344,7 @@ class ReferenceGo:
         the same for the opponent, and the simple-ko point (GoBatch(extra_features=True))."""
         n = self.board_size
         planes = np.zeros((n * n, 7), dtype=np.float32)
-        _, groups = self._groups()
-        for color, members, libs in groups:
+        for color, members, libs in self._groups():
             channel = (0 if color == self.to_play else 3) + min(len(libs), 3) - 1
             planes[members, channel] = 1.0
         if self.ko_point is not None:
