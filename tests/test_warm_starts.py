@@ -120,19 +120,31 @@ def test_a_warm_start_takes_the_sources_net_shape_without_shape_flags(one_iterat
     assert (grown["filters"], grown["blocks"]) == (16, 2)
 
 
+def warm_start(run: Path, source: Path, *flags: str):
+    """One iteration of a run warm-started from `source` with `flags`, its net not trained yet
+    (--min_replay above the iteration's positions): (what it printed, its net read back)."""
+    from training.nets import read_weights
+    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024", *flags,
+                              "--init_from", str(source))
+    assert code == 0, err
+    return out + err, read_weights(run)
+
+
+def random_planes(rng, shape) -> np.ndarray:
+    """Six positions of random 0/1 input planes of `shape` (rows, columns, planes)."""
+    return rng.integers(0, 2, (6, *shape)).astype(np.float32)
+
+
 def test_init_from_adds_the_auxiliary_heads_to_a_net_trained_without(one_iteration, tmp_path):
     from training.nets import read_weights
     source, _, _ = one_iteration
     run = tmp_path / "grown"
-    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
-                              "--aux_heads", "true", "--init_from", str(source))
-    assert code == 0, err
-    assert "no ownership and score heads; they start fresh" in out + err
-    old, new = read_weights(source), read_weights(run)
+    text, new = warm_start(run, source, "--aux_heads", "true")
+    assert "no ownership and score heads; they start fresh" in text
+    old = read_weights(source)
     assert not old.config.aux_heads and new.config.aux_heads
     # Every shared layer came from the source: policy and value agree on any input.
-    planes = np.random.default_rng(5).integers(
-        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    planes = random_planes(np.random.default_rng(5), old.trainer.model.input_shape[1:])
     before = old.trainer.model(planes, training=False)
     after = new.trainer.model(planes, training=False)
     assert len(before) == 2 and len(after) == 4
@@ -167,16 +179,12 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
     old = read_weights(source)
     deeper = old.config.blocks + 2
     run = tmp_path / "deeper"
-    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
-                              "--blocks", str(deeper), "--init_from", str(source))
-    assert code == 0, err
-    assert f"blocks {old.config.blocks}-{deeper - 1} are added after them as identities" in out + err
-    new = read_weights(run)
+    text, new = warm_start(run, source, "--blocks", str(deeper))
+    assert f"blocks {old.config.blocks}-{deeper - 1} are added after them as identities" in text
     assert new.config.blocks == deeper
     # The source net is the reference: the grown one answers every input as it did, through
     # the Keras model and through the folded inference graph the search uses.
-    planes = np.random.default_rng(7).integers(
-        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    planes = random_planes(np.random.default_rng(7), old.trainer.model.input_shape[1:])
     assert_answers_as(new.trainer.model, planes, old.trainer.model, planes)
     # The added blocks are not frozen at zero: one training step moves their last scale.
     layer = new.trainer.model.get_layer(f"block{deeper - 1}_bn2")
@@ -195,14 +203,10 @@ def test_init_from_widens_every_layer_and_the_wider_net_plays_as_before(one_iter
     old = read_weights(source)
     wider = old.config.filters + 4
     run = tmp_path / "wider"
-    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
-                              "--filters", str(wider), "--init_from", str(source))
-    assert code == 0, err
-    assert f"it has {old.config.filters} filters; the 4 added" in out + err
-    new = read_weights(run)
+    text, new = warm_start(run, source, "--filters", str(wider))
+    assert f"it has {old.config.filters} filters; the 4 added" in text
     assert new.config.filters == wider
-    planes = np.random.default_rng(11).integers(
-        0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    planes = random_planes(np.random.default_rng(11), old.trainer.model.input_shape[1:])
     assert_answers_as(new.trainer.model, planes, old.trainer.model, planes)
     # The added channels are not dead: a training step gives them weights into the old ones.
     kernel = new.trainer.model.get_layer("block0_conv1").kernel
@@ -236,9 +240,9 @@ def test_a_widened_net_with_every_head_answers_as_its_source(global_pooling, add
             arrays = [rng.normal(0, 0.15, a.shape) for a in arrays]
         layer.set_weights([a.astype(np.float32) for a in arrays])
     _copy_shared_layers(source.model, target.model, (narrow, wide))
-    planes = rng.integers(0, 2, (6, 5, 5, narrow.input_planes)).astype(np.float32)
+    planes = random_planes(rng, (5, 5, narrow.input_planes))
     if adds_planes:          # the extra planes go in before the komi plane, the last
-        extra = rng.integers(0, 2, (6, 5, 5, wide.input_planes - narrow.input_planes))
+        extra = random_planes(rng, (5, 5, wide.input_planes - narrow.input_planes))
         planes[..., -1] = rng.uniform(-1, 1, (6, 1, 1))
         grown = np.concatenate([planes[..., :-1], extra, planes[..., -1:]], -1).astype(np.float32)
     else:
@@ -259,14 +263,11 @@ def test_init_from_adds_the_komi_plane_and_the_run_trains_and_resumes_at_drawn_k
     run = tmp_path / "komi"
     draws = ("--komi_input", "true", "--komi_spread", "2", "--komi_wide_share", "0.3",
              "--handicap_share", "0.3")
-    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024", *draws,
-                              "--init_from", str(source))
-    assert code == 0, err
-    assert "the stem's weights on it start at zero" in out + err
-    new = read_weights(run)
+    text, new = warm_start(run, source, *draws)
+    assert "the stem's weights on it start at zero" in text
     assert new.config.komi_input
     rng = np.random.default_rng(10)
-    planes = rng.integers(0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
+    planes = random_planes(rng, old.trainer.model.input_shape[1:])
     komi = rng.uniform(-1, 1, (6, *planes.shape[1:3], 1)).astype(np.float32)
     assert_answers_as(new.trainer.model, np.concatenate([planes, komi], -1),
                       old.trainer.model, planes)
@@ -280,14 +281,10 @@ def test_init_from_adds_the_komi_plane_and_the_run_trains_and_resumes_at_drawn_k
     trained = read_weights(run)
     stem = np.asarray(trained.trainer.model.get_layer("stem_conv").kernel)
     assert stem[:, :, -1, :].any()
-    featured = tmp_path / "komi_featured"
-    code, out, err = run_main(featured, "--iterations", "1", "--min_replay", "1024",
-                              "--extra_features", "true", "--init_from", str(run))
-    assert code == 0, err
-    grown = read_weights(featured)
+    _, grown = warm_start(tmp_path / "komi_featured", run, "--extra_features", "true")
     assert grown.config.komi_input and grown.config.extra_features
-    planes = rng.integers(0, 2, (6, *planes.shape[1:3], TINY.input_planes)).astype(np.float32)
-    extra = rng.integers(0, 2, (6, *planes.shape[1:3], EXTRA_PLANES)).astype(np.float32)
+    planes = random_planes(rng, (*planes.shape[1:3], TINY.input_planes))
+    extra = random_planes(rng, (*planes.shape[1:3], EXTRA_PLANES))
     assert_answers_as(grown.trainer.model, np.concatenate([planes, extra, komi], -1),
                       trained.trainer.model, np.concatenate([planes, komi], -1))
 
@@ -299,19 +296,16 @@ def test_init_from_adds_the_extra_input_planes_with_zero_weights(one_iteration, 
     old = read_weights(source)
     assert not old.config.extra_features
     run = tmp_path / "featured"
-    code, out, err = run_main(run, "--iterations", "1", "--min_replay", "1024",
-                              "--extra_features", "true", "--init_from", str(source))
-    assert code == 0, err
-    assert f"the stem's weights on the {EXTRA_PLANES} added planes start at zero" in out + err
-    new = read_weights(run)
+    text, new = warm_start(run, source, "--extra_features", "true")
+    assert f"the stem's weights on the {EXTRA_PLANES} added planes start at zero" in text
     assert new.config.extra_features
     base = old.trainer.model.input_shape[-1]
     assert new.trainer.model.input_shape[-1] == base + EXTRA_PLANES
     # The source net is the reference: the grown one answers its planes as the source did,
     # whatever the added planes hold.
     rng = np.random.default_rng(9)
-    planes = rng.integers(0, 2, (6, *old.trainer.model.input_shape[1:])).astype(np.float32)
-    extra = rng.integers(0, 2, (6, *planes.shape[1:3], EXTRA_PLANES)).astype(np.float32)
+    planes = random_planes(rng, old.trainer.model.input_shape[1:])
+    extra = random_planes(rng, (*planes.shape[1:3], EXTRA_PLANES))
     grown_planes = np.concatenate([planes, extra], axis=-1)
     assert_answers_as(new.trainer.model, grown_planes, old.trainer.model, planes)
     # The added weights are not frozen at zero: one training step moves them.
