@@ -229,6 +229,11 @@ class RaySelfPlay:
             # whatever the learner did. (Not the positions of the games handed over: a short
             # call hands over games that were mostly played in earlier calls.)
             "positions_per_worker_per_s": round(played / max(actor_seconds, 1e-9), 2),
+            # The actors' playing time over theirs since the last collection: well below 1,
+            # they wait for the learner, and more actors would only wait too. An actor runs
+            # one call at a time, all after the first submission, so over a run it is <= 1.
+            "workers_busy_share": round(actor_seconds / (self.config.workers
+                                                         * max(seconds, 1e-9)), 3),
         }
         return merge(batches, seconds)
 
