@@ -68,7 +68,8 @@ def onnx_graph(weights: dict[str, np.ndarray], board_size: int, channels: int, n
 
     def node(op: str, inputs: list[str], **attributes) -> str:
         output = f"{op.lower()}_{next(counter)}"
-        nodes.append(helper.make_node(op, inputs, [output], **attributes))
+        # Named after its output: the quantizer keeps nodes out by name.
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attributes))
         return output
 
     def conv_bn(x: str, conv_name: str, bn_name: str, residual: str | None = None) -> str:

@@ -7,7 +7,8 @@ the CPU features that make it pay, and how closely it answers as float32 does.
 
 Quantization is static: per-channel int8 weights, uint8 activations whose ranges (MinMax) come
 from `calibration`, planes of positions the net itself played (training/inference_choice.py).
-Only the search's graph is quantized; the side graphs (score, ownership) stay float32.
+Only the search's graph is quantized, and in it only the residual tower (FLOAT32_LAYERS); the
+side graphs (score, ownership) stay float32.
 
 The gate by agreement (the match against float32, benchmarks/bench_quantized.py --match, is
 the third condition, measured per model and recorded in benchmarks/README.md): the Gumbel-
@@ -33,6 +34,20 @@ CALIBRATION_BATCH = 64
 # policy is a distribution (a uint8 softmax moves in steps of 1/255 and loses small priors)
 # and the value keeps its resolution.
 QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add"]
+# Layers kept in float32 (their Conv or Gemm; the names of architectures/array_net.py). The
+# stem reads the planes: 0/1 planes at the top of one uint8 range, beside the komi plane, a
+# real number that range rounds. Without VNNI, ONNX Runtime sums uint8 x int8 products in
+# pairs into int16 (AVX2's vpmaddubsw), and the stem's large inputs saturated those sums; the
+# tower's activations, mostly small after ReLU, do not. The heads turn the tower's last
+# activations into the prior and the value that the gate judges, for a few per cent of the
+# products. The shipped net on tests/data's positions (calibrated on 256, checked on 541), on
+# a Zen 3 (AVX2, no VNNI): with every layer quantized, top-1 where the best move is clear
+# 0.779 and value error 0.208 (0.942 and 0.064 with 7-bit weights, which it then used; 0.988
+# and 0.050 with ONNX Runtime's graph optimisations off, its QDQ graph in float: the exact
+# sums VNNI computes); with the stem and the heads in float32, 1.000 and 0.032 (the same in
+# float), at 1.21x float32's speed there against 1.41x (two threads, batch 128).
+FLOAT32_LAYERS = frozenset({"stem_conv", "policy_conv", "policy_logits", "value_conv",
+                            "value_hidden", "value"})
 # CPU features (Linux /proc/cpuinfo names) under which int8 matrix products run natively.
 VNNI_FLAGS = {"avx512_vnni": "AVX-512 VNNI", "avx_vnni": "AVX-VNNI"}
 
@@ -54,24 +69,10 @@ def vnni_name(flags: frozenset[str]) -> str | None:
     return next((name for flag, name in VNNI_FLAGS.items() if flag in flags), None)
 
 
-def reduced_range(flags: frozenset[str] | None = None) -> bool:
-    """Whether int8 weights keep to 7 bits on this CPU: without VNNI, ONNX Runtime multiplies
-    uint8 activations by int8 weights in pairs summed into int16 (AVX2's vpmaddubsw), which
-    saturates; 7-bit weights keep the sums in range. The shipped net on a Zen 3 (AVX2, no
-    VNNI), calibrated on 256 of tests/data's positions of its own self-play and checked on
-    the other 541: with 8-bit weights the best move where it is clear agreed with float32's
-    on 77.9% of them and the value was off by 0.208 on average; with 7-bit ones, 94.2% and
-    0.064 (still short of the gate there)."""
-    return vnni_name(cpu_flags() if flags is None else flags) is None
-
-
 def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_planes: int,
-                    name: str, calibration: np.ndarray, reduce_range: bool | None = None):
+                    name: str, calibration: np.ndarray):
     """The search graph's (policy, value) static int8 QDQ model, its activation ranges from
-    `calibration` (float32 planes (k, N, N, C), k >= 1); 7-bit weights where `reduce_range`
-    (default: `reduced_range()` of this CPU)."""
-    if reduce_range is None:
-        reduce_range = reduced_range()
+    `calibration` (float32 planes (k, N, N, C), k >= 1)."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
@@ -90,15 +91,19 @@ def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_plane
         def get_next(self):
             return next(self.batches, None)
 
+    graph = onnx_graph(weights, board_size, input_planes, name)
+    # A node is known by its weights' layer here: quant_pre_process renames folded weights.
+    kept = [node.name for node in graph.graph.node if node.op_type in ("Conv", "Gemm")
+            and node.input[1].split(".")[0] in FLOAT32_LAYERS]
     with tempfile.TemporaryDirectory(prefix="int8-") as folder:
         source, prepared, target = (Path(folder) / f"{stem}.onnx"
                                     for stem in ("float32", "prepared", "int8"))
-        onnx.save(onnx_graph(weights, board_size, input_planes, name), source)
+        onnx.save(graph, source)
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         quantize_static(str(prepared), str(target), Batches(), quant_format=QuantFormat.QDQ,
                         per_channel=True, weight_type=QuantType.QInt8,
-                        activation_type=QuantType.QUInt8, reduce_range=reduce_range,
-                        op_types_to_quantize=QUANTIZED_OPS)
+                        activation_type=QuantType.QUInt8, op_types_to_quantize=QUANTIZED_OPS,
+                        nodes_to_exclude=kept)
         return onnx.load(target)
 
 

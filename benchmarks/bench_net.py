@@ -11,7 +11,7 @@
    GFLOP/s = positions/s * FLOPs, and peak_fraction = that / the peak.
 
 4. The shipped model in ONNX Runtime at batch 128, float32 against its int8 graph (what
-   `--inference int8` plays: architectures/quantized.py, 7-bit weights without VNNI), on
+   `--inference int8` plays: architectures/quantized.py), on
    planes of its own play, alternating, median of the repeats.
 
 The last two lines are the `cpu` preset at batch 128 on the self-play back end

@@ -2,8 +2,8 @@
 
 Positions come from the model's own self-play (float32 ONNX Runtime, its own search settings);
 a share calibrates static int8 quantization (architectures/quantized.py, what `--inference`
-plays: ONNX Runtime's QDQ format, per-channel int8 weights, 7 bits of them on a CPU without
-VNNI, uint8 activations, MinMax ranges), the rest measure it. Each back end is timed
+plays: ONNX Runtime's QDQ format, per-channel int8 weights, uint8 activations, MinMax ranges,
+the stem and the heads in float32), the rest measure it. Each back end is timed
 side by side at each batch (median of repeats, alternating), and compared with float32 on
 the same positions:
 
@@ -41,8 +41,7 @@ import numpy as np  # noqa: E402
 
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
-from architectures.quantized import (agreement, cpu_flags, quantized_graph,  # noqa: E402
-                                     reduced_range)
+from architectures.quantized import agreement, cpu_flags, quantized_graph  # noqa: E402
 from games.selfplay import SelfPlay  # noqa: E402
 from kernels.go_batch import with_komi_plane  # noqa: E402
 from training.nets import read_named_weights  # noqa: E402
@@ -147,8 +146,7 @@ def main() -> None:
         onnx.save(quantized_graph(weights, config.board_size, config.input_planes, path.stem,
                                   calibration), paths["int8"])
         print(f"{len(positions)} self-play positions; int8 calibration on {len(calibration)} "
-              f"took {time.perf_counter() - started:.1f} s; weights of "
-              f"{7 if reduced_range() else 8} bits (architectures/quantized.py)")
+              f"took {time.perf_counter() - started:.1f} s (architectures/quantized.py)")
         nets = {"ort_fp32": fp32,
                 "ort_int8": session_evaluator(onnxruntime_session(onnx.load(paths["int8"])))}
         nets.update(openvino_nets(paths))

@@ -47,30 +47,32 @@ def test_stored_positions_are_the_shipped_nets_input():
     assert np.all(np.abs(planes[..., -1] * KOMI_SCALE) <= 30)
 
 
-def test_the_int8_net_answers_within_the_gate_where_the_cpu_has_vnni():
-    """On the CPUs int8 is for, the quantized shipped net keeps the gate on positions it did
-    not calibrate on: top-1 >= 0.98 where float32's best move is clear, value error <= 0.05.
-    Without VNNI the 7-bit weights answer closer to float32 than 8-bit ones."""
+def test_the_int8_net_answers_within_the_gate_on_this_cpu():
+    """The quantized shipped net keeps the gate on positions it did not calibrate on, with or
+    without VNNI: top-1 >= 0.98 where float32's best move is clear, value error <= 0.05. Its
+    8-bit weights are those of the residual tower's convolutions, and only those: the stem
+    and the heads keep float32 weights (with every layer quantized, the gate failed on AVX2
+    and held by 0.0001 of value error where the sums are exact)."""
+    from onnx import TensorProto
+
+    from architectures.quantized import quantized_graph
     config, weights, _ = read_named_weights(SHIPPED_MODEL)
     planes = stored_positions()
     calibration, held_out = planes[:256], planes[256:]
-    reference = ArrayNet(weights, config)
+    graph = quantized_graph(weights, 9, config.input_planes, "int8", calibration)
+    net = OnnxNet(weights, 9, config.input_planes, precision="int8", calibration=calibration,
+                  search_graph=graph.SerializeToString())
+    scores = agreement(ArrayNet(weights, config), net, held_out)
+    assert gate_failures(scores) == [], scores
 
-    def scored(reduce_range: bool) -> dict:
-        from architectures.quantized import quantized_graph
-        graph = quantized_graph(weights, 9, config.input_planes, "int8", calibration,
-                                reduce_range=reduce_range)
-        net = OnnxNet(weights, 9, config.input_planes, precision="int8",
-                      calibration=calibration, search_graph=graph.SerializeToString())
-        return agreement(reference, net, held_out)
-
-    if vnni_name(cpu_flags()):
-        scores = scored(reduce_range=False)
-        assert gate_failures(scores) == [], scores
-    else:
-        seven, eight = scored(reduce_range=True), scored(reduce_range=False)
-        assert seven["value_mae"] < eight["value_mae"], (seven, eight)
-        assert seven["top1_clear"] >= eight["top1_clear"], (seven, eight)
+    def layers(kept) -> set[str]:
+        # An initializer is named after its layer, behind the quantizer's prefix and suffix.
+        return {tensor.name.removeprefix("ConvBnFusion_W_").split(".")[0]
+                for tensor in graph.graph.initializer if len(tensor.dims) >= 2 and kept(tensor)}
+    tower = {f"block{block}_conv{conv}" for block in range(8) for conv in (1, 2)}
+    assert layers(lambda tensor: tensor.data_type == TensorProto.INT8) == tower
+    assert layers(lambda tensor: tensor.data_type == TensorProto.FLOAT) == {
+        "stem_conv", "policy_conv", "policy_logits", "value_conv", "value_hidden", "value"}
 
 
 def test_auto_follows_the_gate_and_the_cache_is_kept_and_mended(tmp_path, monkeypatch):
@@ -91,12 +93,17 @@ def test_auto_follows_the_gate_and_the_cache_is_kept_and_mended(tmp_path, monkey
     assert not any(folder.glob("older.*"))
     (record_path,) = [path for path in folder.glob("*.json") if path.stem != "old"]
     record = json.loads(record_path.read_text())
-    (scores,) = [cpu["scores"] for cpu in record["cpus"].values()]
+    (here,) = record["cpus"].values()
+    scores = here["scores"]
     if gate_failures(scores):
         assert choice.precision == "float32" and "refused" in choice.reason
+    elif vnni_name(cpu_flags()):
+        assert choice.precision == "int8" and choice.reason.startswith("this CPU has")
     else:
-        assert choice.precision == "int8"
-        assert ("VNNI" in choice.reason) == bool(vnni_name(cpu_flags()))
+        # Without VNNI, int8 only where it measured faster here, at the rows asked for.
+        ratio = here["timings"]["64"]
+        assert (choice.precision == "int8") == (ratio > 1), (choice, ratio)
+        assert choice.reason.startswith("no VNNI") and f"{ratio:.2f}x" in choice.reason
     # Kept: the next start reads it and logs nothing.
     again = choose_inference("auto", weights, config, batch_size=64, log=lines.append)
     assert len(lines) == 1 and again.precision == choice.precision
