@@ -7,8 +7,9 @@ the CPU features that make it pay, and how closely it answers as float32 does.
 
 Quantization is static: per-channel int8 weights, uint8 activations whose ranges (MinMax) come
 from `calibration`, planes of positions the net itself played (training/inference_choice.py).
-Only the search's graph is quantized, and in it only the residual tower (FLOAT32_LAYERS); the
-side graphs (score, ownership) stay float32.
+Only the search's graph is quantized, and in it only the residual tower, with its global
+pooling layer where the net has one (FLOAT32_LAYERS: no gate has been measured for such a net
+yet; the gate at load judges each); the side graphs (score, ownership) stay float32.
 
 The gate by agreement (the match against float32, benchmarks/bench_quantized.py --match, is
 the third condition, measured per model and recorded in benchmarks/README.md): the Gumbel-
