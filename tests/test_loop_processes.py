@@ -332,6 +332,14 @@ time.sleep(120)
 """
 
 
+def stop_signals_default():
+    """run.sh as a terminal or a service manager starts it. A shell cannot trap a signal that
+    was ignored when it started, so a suite launched under `nohup` or as a background job
+    (SIGHUP or SIGINT ignored) would otherwise test the launcher, not run.sh."""
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_stopping_run_sh_stops_its_trainer_and_returns_its_status(tmp_path, stop):
     """A service manager, `timeout`, a closed terminal or Ctrl-C stop run.sh: the signal goes
@@ -339,7 +347,7 @@ def test_stopping_run_sh_stops_its_trainer_and_returns_its_status(tmp_path, stop
     running (it would hold the run's lock)."""
     project = fake_project(tmp_path, WAITING_STAND_IN)
     shell = subprocess.Popen(["bash", "run.sh"], cwd=project, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, preexec_fn=stop_signals_default)
     deadline = time.monotonic() + 30
     while not (project / "pid.txt").exists():
         assert time.monotonic() < deadline and shell.poll() is None, shell.stderr.read()
