@@ -7,9 +7,10 @@ the CPU features that make it pay, and how closely it answers as float32 does.
 
 Quantization is static: per-channel int8 weights, uint8 activations whose ranges (MinMax) come
 from `calibration`, planes of positions the net itself played (training/inference_choice.py).
-Only the search's graph is quantized, and in it only the residual tower, with its global
-pooling layer where the net has one (FLOAT32_LAYERS: no gate has been measured for such a net
-yet; the gate at load judges each); the side graphs (score, ownership) stay float32.
+Only the search's graph is quantized: on a CPU with VNNI every layer, otherwise only the
+residual tower, with its global pooling layer where the net has one (`float32_layers`: no
+gate has been measured for such a net yet; the gate at load judges each); the side graphs
+(score, ownership) stay float32.
 
 The gate by agreement (the match against float32, benchmarks/bench_quantized.py --match, is
 the third condition, measured per model and recorded in benchmarks/README.md): the Gumbel-
@@ -33,9 +34,14 @@ GATE_VALUE_MAE = 0.05
 CALIBRATION_BATCH = 64
 # The products and sums are quantized; the heads' Softmax and Tanh stay float32, so the
 # policy is a distribution (a uint8 softmax moves in steps of 1/255 and loses small priors)
-# and the value keeps its resolution.
-QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add"]
-# Layers kept in float32 (their Conv or Gemm; the names of architectures/array_net.py). The
+# and the value keeps its resolution. A quantized Relu is removed: the uint8 range of the
+# convolution or sum before it starts at 0, which is the Relu. Left out, each Relu ran in
+# float between a DequantizeLinear and a QuantizeLinear (two a block and a second rounding):
+# the shipped net's int8 graph ran 1.15-1.3x faster with it in and agreed more closely
+# (value error 0.029 against 0.032 on tests/data, on a CPU with VNNI).
+QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Relu"]
+# Layers kept in float32 without VNNI (their Conv or Gemm; the names of
+# architectures/array_net.py); with VNNI every layer is int8 (`float32_layers`). The
 # stem reads the planes: 0/1 planes at the top of one uint8 range, beside the komi plane, a
 # real number that range rounds. Without VNNI, ONNX Runtime sums uint8 x int8 products in
 # pairs into int16 (AVX2's vpmaddubsw), and the stem's large inputs saturated those sums; the
@@ -46,7 +52,9 @@ QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add"]
 # 0.779 and value error 0.208 (0.942 and 0.064 with 7-bit weights, which it then used; 0.988
 # and 0.050 with ONNX Runtime's graph optimisations off, its QDQ graph in float: the exact
 # sums VNNI computes); with the stem and the heads in float32, 1.000 and 0.032 (the same in
-# float), at 1.21x float32's speed there against 1.41x (two threads, batch 128).
+# float), at 1.21x float32's speed there against 1.41x (two threads, batch 128). With VNNI
+# the sums are exact and nothing saturates: there every layer in int8 kept the gate (0.991
+# and 0.037) and ran 2.5x float32 at batch 128 on two threads, against 1.9x with these kept.
 FLOAT32_LAYERS = frozenset({"stem_conv", "policy_conv", "policy_logits", "value_conv",
                             "value_hidden", "value"})
 # CPU features (Linux /proc/cpuinfo names) under which int8 matrix products run natively.
@@ -70,10 +78,17 @@ def vnni_name(flags: frozenset[str]) -> str | None:
     return next((name for flag, name in VNNI_FLAGS.items() if flag in flags), None)
 
 
+def float32_layers(flags: frozenset[str]) -> frozenset[str]:
+    """The layers a CPU with these flags keeps in float32: none with VNNI, else
+    FLOAT32_LAYERS (its uint8 x int8 pair sums would saturate on the stem's inputs)."""
+    return frozenset() if vnni_name(flags) else FLOAT32_LAYERS
+
+
 def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_planes: int,
-                    name: str, calibration: np.ndarray):
+                    name: str, calibration: np.ndarray, kept: frozenset[str] | None = None):
     """The search graph's (policy, value) static int8 QDQ model, its activation ranges from
-    `calibration` (float32 planes (k, N, N, C), k >= 1)."""
+    `calibration` (float32 planes (k, N, N, C), k >= 1), the layers `kept` (default: this
+    CPU's `float32_layers`) in float32."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
@@ -92,10 +107,12 @@ def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_plane
         def get_next(self):
             return next(self.batches, None)
 
+    if kept is None:
+        kept = float32_layers(cpu_flags())
     graph = onnx_graph(weights, board_size, input_planes, name)
     # A node is known by its weights' layer here: quant_pre_process renames folded weights.
-    kept = [node.name for node in graph.graph.node if node.op_type in ("Conv", "Gemm")
-            and node.input[1].split(".")[0] in FLOAT32_LAYERS]
+    excluded = [node.name for node in graph.graph.node if node.op_type in ("Conv", "Gemm")
+                and node.input[1].split(".")[0] in kept]
     with tempfile.TemporaryDirectory(prefix="int8-") as folder:
         source, prepared, target = (Path(folder) / f"{stem}.onnx"
                                     for stem in ("float32", "prepared", "int8"))
@@ -104,7 +121,7 @@ def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_plane
         quantize_static(str(prepared), str(target), Batches(), quant_format=QuantFormat.QDQ,
                         per_channel=True, weight_type=QuantType.QInt8,
                         activation_type=QuantType.QUInt8, op_types_to_quantize=QUANTIZED_OPS,
-                        nodes_to_exclude=kept)
+                        nodes_to_exclude=excluded)
         return onnx.load(target)
 
 

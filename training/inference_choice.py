@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from architectures.quantized import agreement, cpu_flags, gate_failures, vnni_name
+from architectures.quantized import (agreement, cpu_flags, float32_layers, gate_failures,
+                                     vnni_name)
 from training.config import Config
 
 CALIBRATION_GAMES = 16
@@ -48,7 +49,7 @@ CALIBRATION_POSITIONS = 512
 GATE_POSITIONS = 512
 TIMING_REPEATS = 5
 TIMING_SECONDS = 0.05
-FORMAT = 2             # 2: the stem and heads in float32, 8-bit weights on every CPU
+FORMAT = 3             # 3: Relu fused; every layer int8 with VNNI, else the stem and heads float32
 KEPT_ENTRIES = 32      # the cache keeps the most recently made entries (a loop makes one a start)
 
 
@@ -76,7 +77,11 @@ def cache_folder() -> Path:
 
 
 def weights_key(weights: dict[str, np.ndarray], config: Config) -> str:
-    digest = hashlib.sha256(f"{FORMAT} {config.board_size} {config.input_planes}".encode())
+    # The graph depends on the CPU's recipe too: a cache folder shared between machines
+    # keeps one entry per recipe.
+    recipe = " ".join(sorted(float32_layers(cpu_flags())))
+    digest = hashlib.sha256(f"{FORMAT} {config.board_size} {config.input_planes} "
+                            f"{recipe}".encode())
     for name in sorted(weights):
         array = np.ascontiguousarray(weights[name])
         digest.update(f"{name} {array.dtype} {array.shape}".encode())
