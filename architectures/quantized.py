@@ -36,9 +36,10 @@ CALIBRATION_BATCH = 64
 # policy is a distribution (a uint8 softmax moves in steps of 1/255 and loses small priors)
 # and the value keeps its resolution. A quantized Relu is removed: the uint8 range of the
 # convolution or sum before it starts at 0, which is the Relu. Left out, each Relu ran in
-# float between a DequantizeLinear and a QuantizeLinear (two a block and a second rounding):
-# the shipped net's int8 graph ran 1.15-1.3x faster with it in and agreed more closely
-# (value error 0.029 against 0.032 on tests/data, on a CPU with VNNI).
+# float between a DequantizeLinear and a QuantizeLinear (two Relus a block, 32 conversions a
+# call in the shipped net, and each a second rounding): with it in, that net's int8 graph
+# ran 1.15-1.3x faster and agreed more closely (value error 0.029 against 0.032 on
+# tests/data, on a CPU with VNNI).
 QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Relu"]
 # Layers kept in float32 without VNNI (their Conv or Gemm; the names of
 # architectures/array_net.py); with VNNI every layer is int8 (`float32_layers`). The
