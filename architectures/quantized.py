@@ -55,7 +55,8 @@ QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Relu"]
 # sums VNNI computes); with the stem and the heads in float32, 1.000 and 0.032 (the same in
 # float), at 1.21x float32's speed there against 1.41x (two threads, batch 128). With VNNI
 # the sums are exact and nothing saturates: there every layer in int8 kept the gate (0.991
-# and 0.037) and ran 2.5x float32 at batch 128 on two threads, against 1.9x with these kept.
+# and 0.037) and ran 2.9x float32 at batch 128 on one core and 2.1-2.5x on two threads,
+# against 2.3x and 1.9x with these kept.
 FLOAT32_LAYERS = frozenset({"stem_conv", "policy_conv", "policy_logits", "value_conv",
                             "value_hidden", "value"})
 # CPU features (Linux /proc/cpuinfo names) under which int8 matrix products run natively.

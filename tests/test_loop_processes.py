@@ -332,12 +332,15 @@ time.sleep(120)
 """
 
 
-def stop_signals_default():
-    """run.sh as a terminal or a service manager starts it. A shell cannot trap a signal that
-    was ignored when it started, so a suite launched under `nohup` or as a background job
-    (SIGHUP or SIGINT ignored) would otherwise test the launcher, not run.sh."""
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(number, signal.SIG_DFL)
+# run.sh started as a terminal or a service manager starts it: the stop signals at their
+# defaults, then exec (the same PID). A shell cannot trap a signal that was ignored when it
+# started, so a suite launched under `nohup` or as a background job (SIGHUP or SIGINT
+# ignored) would otherwise test its launcher, not run.sh. A wrapper, not preexec_fn, which is
+# unsafe in a process with threads.
+STOP_SIGNALS_DEFAULT = [sys.executable, "-c", "import os, signal, sys\n"
+                        "for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n"
+                        "    signal.signal(number, signal.SIG_DFL)\n"
+                        "os.execvp(sys.argv[1], sys.argv[1:])"]
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
@@ -346,8 +349,8 @@ def test_stopping_run_sh_stops_its_trainer_and_returns_its_status(tmp_path, stop
     on to the trainer, run.sh waits for it and exits with its status, and no trainer is left
     running (it would hold the run's lock)."""
     project = fake_project(tmp_path, WAITING_STAND_IN)
-    shell = subprocess.Popen(["bash", "run.sh"], cwd=project, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, preexec_fn=stop_signals_default)
+    shell = subprocess.Popen(STOP_SIGNALS_DEFAULT + ["bash", "run.sh"], cwd=project,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not (project / "pid.txt").exists():
         assert time.monotonic() < deadline and shell.poll() is None, shell.stderr.read()

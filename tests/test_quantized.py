@@ -64,8 +64,8 @@ def test_each_cpu_keeps_the_layers_its_sums_allow_in_float32():
 def test_the_int8_net_answers_within_the_gate_on_this_cpu(kept):
     """The quantized shipped net keeps the gate on positions it did not calibrate on: top-1 >=
     0.98 where float32's best move is clear, value error <= 0.05. Its 8-bit weights are those
-    of every layer but the ones kept in float32, and its Relus are gone (fused into the uint8
-    ranges). Every layer in int8 is checked only where the CPU has VNNI, the one place it is
+    of every layer but the ones kept in float32, and the Relus after its int8 layers are gone
+    (fused into the uint8 ranges). Every layer in int8 is checked only where the CPU has VNNI, the one place it is
     used: without, its stem's sums saturate (0.779 and 0.208 on AVX2)."""
     from onnx import TensorProto
 
@@ -82,10 +82,11 @@ def test_the_int8_net_answers_within_the_gate_on_this_cpu(kept):
     scores = agreement(ArrayNet(weights, config), net, held_out)
     assert gate_failures(scores) == [], scores
 
-    def layers(kept) -> set[str]:
+    def layers(selected) -> set[str]:
         # An initializer is named after its layer, behind the quantizer's prefix and suffix.
         return {tensor.name.removeprefix("ConvBnFusion_W_").split(".")[0]
-                for tensor in graph.graph.initializer if len(tensor.dims) >= 2 and kept(tensor)}
+                for tensor in graph.graph.initializer
+                if len(tensor.dims) >= 2 and selected(tensor)}
     assert layers(lambda tensor: tensor.data_type == TensorProto.INT8) == (
         TOWER | STEM_AND_HEADS) - kept
     assert layers(lambda tensor: tensor.data_type == TensorProto.FLOAT) == kept

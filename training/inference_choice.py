@@ -21,8 +21,9 @@ net's komi, one position per game per move, restarting finished games; the first
 CALIBRATION_POSITIONS set the activation ranges, the next GATE_POSITIONS check the gate.
 
 Cache: the int8 graph, its positions, and per CPU its gate scores and timings are kept in
-$XDG_CACHE_HOME/batched-go-zero/int8 (else ~/.cache/...), files per set of weights (named by
-their SHA-256, layout below), written atomically, so later starts take a few
+$XDG_CACHE_HOME/batched-go-zero/int8 (else ~/.cache/...), files per set of weights and
+recipe (named by a SHA-256 of the format, the shapes, the layers kept in float32 and the
+weights: `weights_key`; layout below), written atomically, so later starts take a few
 milliseconds. An entry that cannot be read is set aside (renamed *.damaged) with a message
 and made again. The KEPT_ENTRIES newest entries are kept: a training loop makes one at every
 start, from that start's weights.
@@ -176,9 +177,10 @@ def _automatic(weights, config: Config, batch_size: int | None, log) -> Inferenc
 
 # ------------------------------------------------------------------------------ the cache
 # Per set of weights: KEY.onnx (the int8 graph), KEY.npz (calibration and gate positions) and
-# KEY.json {"format", "cpus": {CPU: {"scores": {...}, "timings": {rows: ratio}}}}: the same
-# int8 graph answers differently on CPUs with and without VNNI (without, ONNX Runtime's
-# uint8 x int8 products can saturate), so the gate is scored on each CPU it runs on.
+# KEY.json {"format", "cpus": {CPU: {"scores": {...}, "timings": {rows: ratio}}}}: CPUs with
+# and without VNNI play different graphs (the recipe is in the key), but one graph still
+# answers differently on CPUs of one recipe (their kernels sum in other orders, some
+# saturate), so the gate is scored on each CPU it runs on.
 
 def _paths(key: str) -> tuple[Path, Path, Path]:
     folder = cache_folder()
