@@ -4,9 +4,8 @@ Positions come from the model's own self-play (float32 ONNX Runtime, its own sea
 a share calibrates static int8 quantization (architectures/quantized.py, what `--inference`
 plays: ONNX Runtime's QDQ format, per-channel int8 weights, uint8 activations, MinMax ranges,
 every layer in int8 on a CPU with VNNI, else the stem and the heads in float32), the rest
-measure it. Each back end is timed
-side by side at each batch (median of repeats, alternating), and compared with float32 on
-the same positions:
+measure it. Each back end is timed side by side at each batch (median of repeats,
+alternating), and compared with float32 on the same positions:
 
     top1        the share of positions whose most likely move is float32's
     top1_clear  the same where float32's two best moves are 0.1 or more apart

@@ -65,8 +65,9 @@ def test_the_int8_net_answers_within_the_gate_on_this_cpu(kept):
     """The quantized shipped net keeps the gate on positions it did not calibrate on: top-1 >=
     0.98 where float32's best move is clear, value error <= 0.05. Its 8-bit weights are those
     of every layer but the ones kept in float32, and the Relus after its int8 layers are gone
-    (fused into the uint8 ranges). Every layer in int8 is checked only where the CPU has VNNI, the one place it is
-    used: without, its stem's sums saturate (0.779 and 0.208 on AVX2)."""
+    (fused into the uint8 ranges). Every layer in int8 is checked only where the CPU has
+    VNNI, the one place it is used: without, its stem's sums saturate (0.779 and 0.208 on
+    AVX2)."""
     from onnx import TensorProto
 
     from architectures.quantized import quantized_graph

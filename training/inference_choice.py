@@ -50,7 +50,7 @@ CALIBRATION_POSITIONS = 512
 GATE_POSITIONS = 512
 TIMING_REPEATS = 5
 TIMING_SECONDS = 0.05
-FORMAT = 3             # 3: Relu fused; every layer int8 with VNNI, else the stem and heads float32
+FORMAT = 3             # 3: Relu fused; all int8 with VNNI, else the stem and heads float32
 KEPT_ENTRIES = 32      # the cache keeps the most recently made entries (a loop makes one a start)
 
 
