@@ -178,6 +178,11 @@ class TrainingLoop:
         from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
         return CompiledNet(learner.trainer.model, learner.config.num_games, shapes=8)
 
+    def _selfplay_evaluator(self):
+        """The net the CPU's self-play plays: the int8 graph where chosen, else the compiled
+        net (the CUDA self-play net stays on the GPU; the CPU's matches play the compiled one)."""
+        return self.int8_net if self.int8_net is not None else self.net
+
     def _local_selfplay(self, iteration: int) -> SelfPlay:
         config = self.learner.config
         selfplay = SelfPlay(config, self._selfplay_net(), seed=config.seed * 1_000_003 + iteration)
@@ -233,7 +238,10 @@ class TrainingLoop:
         self._publish(iteration)
         quantize_seconds = (requantize(self.int8_net, batch, config, self.rng)
                             if self.int8_net is not None else 0.0)
-        evaluation = random_match(config, self.net, iteration)
+        # The match against random checks the net that self-play plays (int8 where chosen);
+        # the rated evaluations below play float32, so that a rating chain does not depend on
+        # the CPU a run was on.
+        evaluation = random_match(config, self._selfplay_evaluator(), iteration)
         write_sgf_samples(run, config, iteration, batch.games)
 
         counters["iteration"] = iteration

@@ -3,8 +3,10 @@ in step with training.
 
 Chosen once when the loop starts, from the trainer's weights then, as every front end chooses
 (training/inference_choice.py). Only the CPU's self-play is quantized: training stays float32,
-the replay's targets are what the search made, the matches play float32, and the CUDA
-rules' net (float16 on the GPU) and Ray's actors are left as they are. After each iteration's
+the replay's targets are what the search made, and the CUDA rules' net (float16 on the GPU)
+and Ray's actors are left as they are. The match against a random player, a check of the net
+self-play plays, plays it too; the rated evaluations (GNU Go, the previous checkpoint) play
+float32, so that a run's rating chain is the same on every CPU. After each iteration's
 training the int8 graph is made again from the new weights, its activation ranges from
 CALIBRATION positions of the iteration's own self-play; `requantize` returns what that took,
 which the loop records beside the iteration's time (metrics `quantize_seconds`).

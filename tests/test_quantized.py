@@ -163,8 +163,17 @@ def test_bf16_and_unknown_precisions_are_refused_in_one_line(tmp_path):
 
 def test_the_loops_int8_selfplay_net_is_made_again_after_each_iterations_training(
         tmp_path, monkeypatch):
+    import loop.evaluations
     from loop_runs import run_main
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    # The match against random plays the self-play net: record the precision it played in.
+    match_precisions, play_pair = [], loop.evaluations.play_pair
+
+    def recording_play_pair(config, net, *args, **kwargs):
+        match_precisions.append(getattr(net, "precision", "compiled float32"))
+        return play_pair(config, net, *args, **kwargs)
+    monkeypatch.setattr(loop.evaluations, "play_pair", recording_play_pair)
+
     run = tmp_path / "run"
     code, _, err = run_main(run, "--iterations", "2", "--inference", "int8")
     assert code == 0, err
@@ -172,7 +181,9 @@ def test_the_loops_int8_selfplay_net_is_made_again_after_each_iterations_trainin
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["inference"] for r in records] == ["int8", "int8"]
     assert all(r["quantize_seconds"] > 0 for r in records), records
+    assert all("win_rate_random" in r for r in records) and match_precisions == ["int8", "int8"]
     code, _, err = run_main(tmp_path / "plain", "--iterations", "1")
     records = [json.loads(line) for line in
                (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines()]
     assert code == 0 and records[0]["inference"] == "float32" and records[0]["quantize_seconds"] == 0
+    assert match_precisions[2:] == ["compiled float32"]

@@ -42,8 +42,8 @@ class Config:
     # The precision the search's net plays in on the CPU (training/inference_choice.py):
     # "auto" (int8 where the CPU has VNNI or int8 measured faster here, and int8 passes the
     # gate by agreement; else float32), "float32", "int8" or "bf16" (refused: ONNX Runtime has
-    # no bfloat16 CPU kernels). Training stays float32; the loop's self-play follows this,
-    # its matches play float32.
+    # no bfloat16 CPU kernels). Training stays float32; the loop's self-play and its match
+    # against random follow this, its rated evaluations play float32.
     inference: str = "auto"
 
     # The net (architectures/).
