@@ -1,10 +1,12 @@
 """Quantized CPU inference of a model file: speed and accuracy against float32, in one run.
 
-Positions come from the model's own self-play (float32 ONNX Runtime, its own search settings);
-a share calibrates static int8 quantization (architectures/quantized.py, what `--inference`
-plays: ONNX Runtime's QDQ format, per-channel int8 weights, uint8 activations, MinMax ranges,
-every layer in int8 on a CPU with VNNI, else the stem and the heads in float32), the rest
-measure it. Each back end is timed side by side at each batch (median of repeats,
+The int8 net is the one `--inference int8` plays on this CPU, from the int8 cache or made
+as a front end makes it (training/inference_choice.py: static quantization, ONNX Runtime's
+QDQ format, per-channel int8 weights, uint8 activations with MinMax ranges from the net's own
+play over the komis its training drew, every layer in int8 on a CPU with VNNI, else the stem
+and the heads in float32; architectures/quantized.py). Positions of the model's own search
+self-play (float32 ONNX Runtime, its own search settings, komis and handicaps), none of
+them calibrated on, measure it. Each back end is timed side by side at each batch (median of repeats,
 alternating), and compared with float32 on the same positions:
 
     top1        the share of positions whose most likely move is float32's
@@ -41,9 +43,10 @@ import numpy as np  # noqa: E402
 
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
-from architectures.quantized import agreement, cpu_flags, quantized_graph  # noqa: E402
+from architectures.quantized import agreement, cpu_flags  # noqa: E402
 from games.selfplay import SelfPlay  # noqa: E402
 from kernels.go_batch import with_komi_plane  # noqa: E402
+from training.inference_choice import choose_inference  # noqa: E402
 from training.nets import read_named_weights  # noqa: E402
 from training.options import OneLineParser  # noqa: E402
 
@@ -115,7 +118,6 @@ def main() -> None:
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models" / "9x9.npz"))
     parser.add_argument("--positions", type=int, default=3000)
-    parser.add_argument("--calibration", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--match", type=int, default=0, help="games of int8 against float32")
     parser.add_argument("--store", default=None, metavar="FILE",
@@ -140,22 +142,20 @@ def main() -> None:
         if args.store:
             store_positions(Path(args.store), positions, config.komi_input)
             return
-        np.random.default_rng(0).shuffle(positions)
-        calibration, test = positions[:args.calibration], positions[args.calibration:]
         started = time.perf_counter()
-        onnx.save(quantized_graph(weights, config.board_size, config.input_planes, path.stem,
-                                  calibration), paths["int8"])
-        print(f"{len(positions)} self-play positions; int8 calibration on {len(calibration)} "
-              f"took {time.perf_counter() - started:.1f} s (architectures/quantized.py)")
+        choice = choose_inference("int8", weights, config, batch_size=None, log=print)
+        paths["int8"].write_bytes(choice.int8_graph)
+        print(f"{len(positions)} self-play positions measure the int8 net `--inference int8` "
+              f"plays here ({choice.describe()}; {time.perf_counter() - started:.1f} s)")
         nets = {"ort_fp32": fp32,
                 "ort_int8": session_evaluator(onnxruntime_session(onnx.load(paths["int8"])))}
         nets.update(openvino_nets(paths))
-        scores = {name: agreement(fp32, net, test) for name, net in nets.items()}
+        scores = {name: agreement(fp32, net, positions) for name, net in nets.items()}
         for name, score in scores.items():
             print(f"{name}: " + " ".join(f"{key}={value:.4f}" for key, value in score.items()))
         last = {}
         for batch in args.batches:
-            planes = np.ascontiguousarray(test[:batch])
+            planes = np.ascontiguousarray(positions[:batch])
             rates = {name: [] for name in nets}
             for _ in range(args.repeats):
                 for name, net in nets.items():

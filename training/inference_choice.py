@@ -50,7 +50,8 @@ CALIBRATION_POSITIONS = 512
 GATE_POSITIONS = 512
 TIMING_REPEATS = 5
 TIMING_SECONDS = 0.05
-FORMAT = 3             # 3: Relu fused; all int8 with VNNI, else the stem and heads float32
+FORMAT = 4             # 3: Relu fused; all int8 with VNNI, else the stem and heads float32;
+                       # 4: calibrated over the komis the net's self-play drew
 KEPT_ENTRIES = 32      # the cache keeps the most recently made entries (a loop makes one a start)
 
 
@@ -101,13 +102,29 @@ def cpu_name() -> str:
     return "unknown CPU"
 
 
+def calibration_komis(config: Config, count: int) -> np.ndarray:
+    """`count` komis, evenly from one end to the other of those the net's self-play drew
+    (games/selfplay.py draw_komi: within komi +- board_size ** 2 / 4 with a wide share, else
+    3 standard deviations), rounded to half points; all `config.komi` for a net that does not
+    read the komi. MinMax ranges need the ends, not the law: calibrated at one komi, every
+    layer's uint8 range, the planes' first, clipped the others (the shipped net's value moved
+    by 0.46-0.51 at komi 11.5 and 19 when calibrated at 7.5 alone)."""
+    reach = 0.0
+    if config.komi_input:
+        reach = (config.board_size ** 2 / 4 if config.komi_wide_share
+                 else 3 * config.komi_spread)
+    return np.round(2 * np.linspace(config.komi - reach, config.komi + reach, count)) / 2
+
+
 def own_play_positions(net, config: Config, count: int, seed: int = 0) -> np.ndarray:
-    """`count` float32 planes of positions `net` played against itself by its policy."""
+    """`count` float32 planes of positions `net` played against itself by its policy, its
+    CALIBRATION_GAMES games at `calibration_komis` (each keeps its komi through restarts)."""
     from kernels import GoBatch
     n = config.board_size
     go = GoBatch(CALIBRATION_GAMES, n, komi=config.komi, superko=config.superko,
                  history_length=config.history, extra_features=config.extra_features,
                  komi_input=config.komi_input, max_moves=2 * n * n, seed=seed)
+    go.set_komi(calibration_komis(config, CALIBRATION_GAMES))
     rng = np.random.default_rng(seed)
     found, total = [], 0
     while total < count:
