@@ -16,8 +16,9 @@ bf16 is refused in one line: ONNX Runtime, the one inference path, has no bfloat
 (OpenVINO has, and it is not a requirement), so `auto` never picks it.
 
 Calibration: positions the net plays against itself by its own policy (sampled over the
-sensible moves, no search), CALIBRATION_GAMES games side by side from the empty board at the
-net's komi, one position per game per move, restarting finished games; the first
+sensible moves, no search), CALIBRATION_GAMES games side by side from the empty board, each
+at its own komi from one end to the other of those the net's self-play drew
+(`calibration_komis`), one position per game per move, restarting finished games; the first
 CALIBRATION_POSITIONS set the activation ranges, the next GATE_POSITIONS check the gate.
 
 Cache: the int8 graph, its positions, and per CPU its gate scores and timings are kept in
