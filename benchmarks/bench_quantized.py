@@ -6,8 +6,8 @@ QDQ format, per-channel int8 weights, uint8 activations with MinMax ranges from 
 play over the komis its training drew, every layer in int8 on a CPU with VNNI, else the stem
 and the heads in float32; architectures/quantized.py). Positions of the model's own search
 self-play (float32 ONNX Runtime, its own search settings, komis and handicaps), none of
-them calibrated on, measure it. Each back end is timed side by side at each batch (median of repeats,
-alternating), and compared with float32 on the same positions:
+them calibrated on, measure it. Each back end is timed side by side at each batch (median
+of repeats, alternating), and compared with float32 on the same positions:
 
     top1        the share of positions whose most likely move is float32's
     top1_clear  the same where float32's two best moves are 0.1 or more apart
