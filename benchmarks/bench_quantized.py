@@ -148,7 +148,7 @@ def main() -> None:
         print(f"{len(positions)} self-play positions measure the int8 net `--inference int8` "
               f"plays here ({choice.describe()}; {time.perf_counter() - started:.1f} s)")
         nets = {"ort_fp32": fp32,
-                "ort_int8": session_evaluator(onnxruntime_session(onnx.load(paths["int8"])))}
+                "ort_int8": session_evaluator(onnxruntime_session(choice.int8_graph))}
         nets.update(openvino_nets(paths))
         scores = {name: agreement(fp32, net, positions) for name, net in nets.items()}
         for name, score in scores.items():

@@ -58,13 +58,19 @@ def policy_surprise(targets: np.ndarray, priors: np.ndarray) -> np.ndarray:
     return np.maximum((targets * np.log(ratio)).sum(axis=1), 0.0).astype(np.float32)
 
 
+def wide_komi_reach(board_size: int) -> float:
+    """How far from config.komi the komis of draw_komi's wide share go (a big lead given or
+    taken); the int8 calibration spans it too (training/inference_choice.py)."""
+    return board_size ** 2 / 4
+
+
 def draw_komi(config: Config, count: int, rng: np.random.Generator) -> np.ndarray:
     """float64 (count,): self-play komis, rounded to half points: most from a normal law
     around config.komi (standard deviation komi_spread), a share komi_wide_share uniform
-    within config.komi +- board_size ** 2 / 4."""
+    within config.komi +- wide_komi_reach."""
     komi = config.komi + config.komi_spread * rng.standard_normal(count)
     wide = rng.random(count) < config.komi_wide_share
-    reach = config.board_size ** 2 / 4
+    reach = wide_komi_reach(config.board_size)
     komi[wide] = config.komi + rng.uniform(-reach, reach, int(wide.sum()))
     return np.round(2 * komi) / 2
 

@@ -105,14 +105,15 @@ def cpu_name() -> str:
 
 def calibration_komis(config: Config, count: int) -> np.ndarray:
     """`count` komis, evenly from one end to the other of those the net's self-play drew
-    (games/selfplay.py draw_komi: within komi +- board_size ** 2 / 4 with a wide share, else
+    (games/selfplay.py draw_komi: within komi +- its wide_komi_reach with a wide share, else
     3 standard deviations), rounded to half points; all `config.komi` for a net that does not
     read the komi. MinMax ranges need the ends, not the law: calibrated at one komi, every
     layer's uint8 range, the planes' first, clipped the others (the shipped net's value moved
     by 0.46-0.51 at komi 11.5 and 19 when calibrated at 7.5 alone)."""
+    from games.selfplay import wide_komi_reach
     reach = 0.0
     if config.komi_input:
-        reach = (config.board_size ** 2 / 4 if config.komi_wide_share
+        reach = (wide_komi_reach(config.board_size) if config.komi_wide_share
                  else 3 * config.komi_spread)
     return np.round(2 * np.linspace(config.komi - reach, config.komi + reach, count)) / 2
 
