@@ -125,6 +125,8 @@ def main(argv=None) -> int:
         "num_games": config.num_games, "seed": args.seed,
         "komi": config.komi, "komi_spread": config.komi_spread,
         "komi_wide_share": config.komi_wide_share, "handicap_share": config.handicap_share,
+        "temperature_moves": config.temperature_moves,
+        "opening_noise_only": config.opening_noise_only,
         "chunks": [], "positions": 0, "games": 0, "nn_evaluations": 0, "seconds": 0.0,
     }
     log(f"selfplay_chunks: {opened.label}, {config.board_size}x{config.board_size}, "

@@ -11,6 +11,13 @@ komi (Config.komi_input) answers each at its own; an older net answers every kom
 (`--komis=...` with the equals sign: a value that starts with a minus sign would be read as
 an option otherwise.)
 
+With `--selfplay-games G`, the net's own self-play at each komi too: G games at once with the
+net's self-play settings (simulations, Gumbel or PUCT, root noise, temperature_moves,
+opening_noise_only; `--temperature-moves` and `--opening-noise-only` change the last two), no
+handicap, and Black's mean result (a draw counts half). Each game in flight counts its first
+game only, so long games weigh as much as short ones. A value trained on such games can read
+the komi no better than their results follow it.
+
 Last line: `komi calibration model=... crossing_net=K crossing_search=K` (none: no crossing).
 """
 from __future__ import annotations
@@ -27,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from games import players  # noqa: E402
 from games.search import SearchingGames  # noqa: E402
+from games.selfplay import SelfPlay  # noqa: E402
 from training import options  # noqa: E402
 from training.options import OneLineParser  # noqa: E402
 
@@ -65,14 +73,39 @@ def black_win_probabilities(config, net, komis: np.ndarray, sims: int, seed: int
     return by_net, (1 + driver.root_values()) / 2     # Black is to move: its view
 
 
+def selfplay_black_result(config, net, komi: float, games: int, seed: int) -> float:
+    """Black's mean result (1 a win, 1/2 a draw) over the first game of each of `games`
+    self-play games played at once at `komi` (no handicap, no komi draws)."""
+    config = config.overridden(num_games=games, komi=float(komi), komi_spread=0.0,
+                               komi_wide_share=0.0, handicap_share=0.0)
+    selfplay = SelfPlay(config, net, seed=seed)
+    first: dict[int, float] = {}
+    while len(first) < games:
+        for game in selfplay.play(1).games:
+            first.setdefault(game.slot, (1 + game.result) / 2)
+    return float(np.mean(list(first.values())))
+
+
 def main(argv=None) -> int:
     parser = OneLineParser(description="Black's win probability on the empty board by komi.")
     options.add_net_source(parser)
     parser.add_argument("--sims", type=int, default=200,
                         help="simulations of the search per komi (0: the net's value alone)")
     parser.add_argument("--komis", default="-4:20:1", help="LOW:HIGH:STEP (default -4:20:1; --komis=-4:20:1 when LOW is negative)")
+    parser.add_argument("--selfplay-games", type=int, default=0, metavar="G",
+                        help="also G games of the net's self-play at each komi, Black's mean "
+                             "result (default 0: none)")
+    parser.add_argument("--temperature-moves", type=int, default=None, metavar="M",
+                        help="self-play: each player's moves with root noise and sampling "
+                             "(default: the net's config)")
+    parser.add_argument("--opening-noise-only", type=options.parse_bool, default=None,
+                        metavar="true|false",
+                        help="self-play: root noise only in those moves, then the search's own "
+                             "choice (default: the net's config)")
     options.add_seed(parser)
     args = parser.parse_args(argv)
+    if args.selfplay_games < 0:
+        parser.error(f"--selfplay-games must be at least 0, got {args.selfplay_games}")
     try:
         komis = komi_range(args.komis)
     except ValueError as error:
@@ -84,12 +117,24 @@ def main(argv=None) -> int:
         print(f"komi_calibration: {error}", file=sys.stderr)
         return 2
     config = opened.config.overridden(backend="cpu")
+    changes = {name: getattr(args, name) for name in ("temperature_moves", "opening_noise_only")
+               if getattr(args, name) is not None}
+    try:
+        selfplay_config = config.overridden(**changes)
+    except ValueError as error:
+        parser.error(str(error))
     by_net, by_search = black_win_probabilities(config, opened.net, komis, args.sims, args.seed)
     print(f"{opened.label}: komi input {'yes' if config.komi_input else 'no'}; Black's win "
           f"probability on the empty {config.board_size}x{config.board_size} board")
     for i, komi in enumerate(komis):
         searched = "" if by_search is None else f"   search {by_search[i]:.3f}"
-        print(f"komi {komi:6.1f}   net {by_net[i]:.3f}{searched}")
+        played = ""
+        if args.selfplay_games:
+            black = selfplay_black_result(selfplay_config, opened.net, komi,
+                                          args.selfplay_games, args.seed + i)
+            error = np.sqrt(black * (1 - black) / args.selfplay_games)
+            played = f"   self-play {black:.3f} +- {error:.3f}"
+        print(f"komi {komi:6.1f}   net {by_net[i]:.3f}{searched}{played}", flush=True)
     found = [crossing(komis, by_net), None if by_search is None else crossing(komis, by_search)]
     text = ["none" if value is None else f"{value:.2f}" for value in found]
     print(f"komi calibration model={opened.label} sims={args.sims} crossing_net={text[0]} "

@@ -26,7 +26,9 @@ games (Config.handicap_share) starts from 2-4 black stones at random points off 
 White to move (games/handicap.py); the finished game carries both for its SGF record.
 
 With Gumbel root selection (config.gumbel_considered > 0) the move and the policy target
-come from py_util/gumbel.py instead of visit counts and temperature.
+come from py_util/gumbel.py instead of visit counts and temperature. With
+config.opening_noise_only the root noise stops after each player's first temperature_moves
+moves (for Gumbel, its draw: the move is then the search's best, not a sample).
 
 Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
 search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
@@ -84,6 +86,7 @@ class FinishedGame:
     full_searches: int = 0     # moves searched fully (the game's training positions)
     komi: float = 7.5
     handicap: tuple = ()       # black stones set before the first move (White then moves first)
+    slot: int = -1             # the game in flight that played it (0 .. num_games - 1)
 
 
 @dataclass
@@ -235,18 +238,20 @@ class SelfPlay:
         """One move in every game; returns the mask of games that just ended."""
         config, driver = self.config, self.driver
         go = driver.go
+        move_number = go.to_numpy(go.move_count())
         everyone = np.ones(config.num_games, bool)
+        noise = (move_number < 2 * config.temperature_moves if config.opening_noise_only
+                 else everyone)
         if config.full_search_share >= 1:
             full = everyone
-            driver.think(everyone, noise=True)
+            driver.think(everyone, noise=noise)
         else:
             full = self.rng.random(config.num_games) < config.full_search_share
             fast = min(config.fast_simulations, config.simulations)
-            driver.think(everyone, noise=full, simulations=fast)
+            driver.think(everyone, noise=full & noise, simulations=fast)
             if full.any():
                 driver.think(full, simulations=config.simulations)
         # Once per move, the roots' planes and state come to the host for the replay buffer.
-        move_number = go.to_numpy(go.move_count())
         rows = np.arange(config.num_games)
         self.full[rows, move_number] = full
         features = go.features(config.history)[..., :config.board_planes]   # no komi plane
@@ -289,7 +294,8 @@ class SelfPlay:
         record = FinishedGame(moves=self.moves[game, :length].tolist(), result=result, score=score,
                               resigned=bool(self.resigned_by[game]),
                               full_searches=int(self.full[game, :length].sum()),
-                              komi=float(self.game_komi[game]), handicap=self.handicap[game])
+                              komi=float(self.game_komi[game]), handicap=self.handicap[game],
+                              slot=int(game))
         if self.resigned_by[game]:
             # The resigning move was never played: drop it from the record, keep its position.
             record.moves = record.moves[:-1]

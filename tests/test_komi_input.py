@@ -233,3 +233,24 @@ def test_the_calibration_tool_finds_where_a_net_gives_komi_its_worth():
     # Every position of a search has the value of its komi: the search agrees with the net.
     assert np.allclose(by_search, by_net, atol=1e-6)
     assert komi_calibration.crossing(komis, np.full(len(komis), 0.48)) is None
+
+
+def test_komi_calibration_s_selfplay_games_follow_a_komi_beyond_the_board():
+    """A komi larger than the board decides every game whatever is played: the self-play
+    part of komi_calibration.py counts one result per game in flight at the komi it was
+    given (1 for Black below -N*N, 0 above N*N, halves only from draws in between)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import komi_calibration
+
+    config = PRESETS["tiny"].overridden(board_size=N, komi_input=True, history=1,
+                                        simulations=4, gumbel_considered=4,
+                                        opening_noise_only=True, temperature_moves=1)
+
+    def uniform(planes):
+        actions = N * N + 1
+        return (np.full((len(planes), actions), 1 / actions, np.float32),
+                np.zeros(len(planes), np.float32))
+    assert komi_calibration.selfplay_black_result(config, uniform, -N * N - 0.5, 6, 0) == 1.0
+    assert komi_calibration.selfplay_black_result(config, uniform, N * N + 0.5, 6, 0) == 0.0
+    middle = komi_calibration.selfplay_black_result(config, uniform, 0.0, 6, 0)
+    assert 0.0 <= middle <= 1.0 and (12 * middle) % 1 == 0

@@ -167,3 +167,41 @@ def test_resigned_games_have_no_final_targets():
     batch = SelfPlay(config, constant_evaluator(1.0, config.num_actions), seed=1).play(6)
     assert batch.games and all(game.resigned for game in batch.games)
     assert not batch.final.any() and not batch.ownership.any() and not batch.score.any()
+
+
+def position_evaluator(num_actions: int):
+    """Priors and value a fixed function of the planes: a search without noise then plays
+    each position the same way every time."""
+    rng = np.random.default_rng(11)
+    project = None
+
+    def evaluate(planes):
+        nonlocal project
+        flat = np.asarray(planes, np.float32).reshape(len(planes), -1)
+        if project is None:
+            project = 0.2 * rng.standard_normal((flat.shape[1], num_actions + 1)).astype(np.float32)
+        out = flat @ project
+        logits = out[:, :-1] - out[:, :-1].max(axis=1, keepdims=True)
+        policy = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+        return policy.astype(np.float32), np.tanh(out[:, -1]).astype(np.float32)
+    return evaluate
+
+
+def first_games(config, seed: int) -> list[list[int]]:
+    batch = SelfPlay(config, position_evaluator(config.num_actions), seed=seed).play(150)
+    return sorted(game.moves for game in batch.games)
+
+
+def test_opening_noise_only_plays_the_search_s_own_moves_after_the_opening():
+    # Without an opening every move is searched without noise and played by the search's
+    # choice: the games are the same whatever the seed, for PUCT (Dirichlet noise) and for
+    # Gumbel (its draw). With noise they differ, and with a noisy opening they part early
+    # and each game's middle follows from its opening alone.
+    for considered in (0, 4):
+        config = tiny(num_games=3, simulations=8, gumbel_considered=considered,
+                      temperature_moves=0)
+        quiet = config.overridden(opening_noise_only=True)
+        assert first_games(quiet, seed=1) == first_games(quiet, seed=2)
+        assert first_games(config, seed=1) != first_games(config, seed=2)
+        opening = quiet.overridden(temperature_moves=1)
+        assert first_games(opening, seed=1) != first_games(opening, seed=2)

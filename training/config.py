@@ -79,6 +79,12 @@ class Config:
     dirichlet_alpha: float = 0.3
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
+    # Self-play's root noise (Dirichlet, or Gumbel's draw) only in each player's first
+    # temperature_moves moves: later moves are searched without it and played by the
+    # search's choice (the most visits; Gumbel: the best of the top `gumbel_considered` by
+    # prior), as a match plays. Noisy moves lose games by more than the komi, so results, and
+    # the value trained on them, barely follow the komi (docs/RESULTS.md, thirteenth session).
+    opening_noise_only: bool = False
     leaves_per_game: int = 1           # leaves selected per game per search step (virtual loss)
     # Search only sensible moves: no filling of one's own eyes, pass only when nothing else is
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
