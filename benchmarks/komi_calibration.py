@@ -14,8 +14,9 @@ an option otherwise.)
 With `--selfplay-games G`, the net's own self-play at each komi too: G games at once with the
 net's self-play settings (simulations, Gumbel or PUCT, root noise, temperature_moves,
 opening_noise_only; `--temperature-moves` and `--opening-noise-only` change the last two), no
-handicap, and Black's mean result (a draw counts half). Each game in flight counts its first
-game only, so long games weigh as much as short ones. A value trained on such games can read
+handicap, and Black's mean result (a draw counts half) with its standard error over the
+distinct games (without noise after the opening, games repeat one another). Each game in
+flight counts its first game only, so long games weigh as much as short ones. A value trained on such games can read
 the komi no better than their results follow it.
 
 Last line: `komi calibration model=... crossing_net=K crossing_search=K` (none: no crossing).
@@ -73,17 +74,19 @@ def black_win_probabilities(config, net, komis: np.ndarray, sims: int, seed: int
     return by_net, (1 + driver.root_values()) / 2     # Black is to move: its view
 
 
-def selfplay_black_result(config, net, komi: float, games: int, seed: int) -> float:
-    """Black's mean result (1 a win, 1/2 a draw) over the first game of each of `games`
-    self-play games played at once at `komi` (no handicap, no komi draws)."""
+def selfplay_black_result(config, net, komi: float, games: int, seed: int) -> tuple[float, int]:
+    """(Black's mean result (1 a win, 1/2 a draw), the number of distinct games) over the
+    first game of each of `games` self-play games played at once at `komi` (no handicap, no
+    komi draws). Games whose noise ends early can repeat one another move for move."""
     config = config.overridden(num_games=games, komi=float(komi), komi_spread=0.0,
                                komi_wide_share=0.0, handicap_share=0.0)
     selfplay = SelfPlay(config, net, seed=seed)
-    first: dict[int, float] = {}
+    first: dict = {}
     while len(first) < games:
         for game in selfplay.play(1).games:
-            first.setdefault(game.slot, (1 + game.result) / 2)
-    return float(np.mean(list(first.values())))
+            first.setdefault(game.slot, game)
+    results = [(1 + game.result) / 2 for game in first.values()]
+    return float(np.mean(results)), len({tuple(game.moves) for game in first.values()})
 
 
 def main(argv=None) -> int:
@@ -130,10 +133,11 @@ def main(argv=None) -> int:
         searched = "" if by_search is None else f"   search {by_search[i]:.3f}"
         played = ""
         if args.selfplay_games:
-            black = selfplay_black_result(selfplay_config, opened.net, komi,
-                                          args.selfplay_games, args.seed + i)
-            error = np.sqrt(black * (1 - black) / args.selfplay_games)
-            played = f"   self-play {black:.3f} +- {error:.3f}"
+            black, distinct = selfplay_black_result(selfplay_config, opened.net, komi,
+                                                    args.selfplay_games, args.seed + i)
+            # Repeated games add no information: the standard error counts distinct ones.
+            error = np.sqrt(black * (1 - black) / distinct)
+            played = f"   self-play {black:.3f} +- {error:.3f} ({distinct} distinct games)"
         print(f"komi {komi:6.1f}   net {by_net[i]:.3f}{searched}{played}", flush=True)
     found = [crossing(komis, by_net), None if by_search is None else crossing(komis, by_search)]
     text = ["none" if value is None else f"{value:.2f}" for value in found]

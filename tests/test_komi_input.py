@@ -250,7 +250,11 @@ def test_komi_calibration_s_selfplay_games_follow_a_komi_beyond_the_board():
         actions = N * N + 1
         return (np.full((len(planes), actions), 1 / actions, np.float32),
                 np.zeros(len(planes), np.float32))
-    assert komi_calibration.selfplay_black_result(config, uniform, -N * N - 0.5, 6, 0) == 1.0
-    assert komi_calibration.selfplay_black_result(config, uniform, N * N + 0.5, 6, 0) == 0.0
-    middle = komi_calibration.selfplay_black_result(config, uniform, 0.0, 6, 0)
+    assert komi_calibration.selfplay_black_result(config, uniform, -N * N - 0.5, 6, 0)[0] == 1.0
+    assert komi_calibration.selfplay_black_result(config, uniform, N * N + 0.5, 6, 0)[0] == 0.0
+    middle, distinct = komi_calibration.selfplay_black_result(config, uniform, 0.0, 6, 0)
     assert 0.0 <= middle <= 1.0 and (12 * middle) % 1 == 0
+    assert 1 <= distinct <= 6
+    # Without any noise every game in flight plays the same game.
+    silent = config.overridden(temperature_moves=0)
+    assert komi_calibration.selfplay_black_result(silent, uniform, 0.0, 6, 0)[1] == 1
