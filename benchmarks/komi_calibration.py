@@ -16,8 +16,8 @@ net's self-play settings (simulations, Gumbel or PUCT, root noise, temperature_m
 opening_noise_only; `--temperature-moves` and `--opening-noise-only` change the last two), no
 handicap, and Black's mean result (a draw counts half) with its standard error over the
 distinct games (without noise after the opening, games repeat one another). Each game in
-flight counts its first game only, so long games weigh as much as short ones. A value trained on such games can read
-the komi no better than their results follow it.
+flight counts its first game only, so long games weigh as much as short ones. A value
+trained on such games can read the komi no better than their results follow it.
 
 Last line: `komi calibration model=... crossing_net=K crossing_search=K` (none: no crossing).
 """

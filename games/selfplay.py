@@ -240,8 +240,8 @@ class SelfPlay:
         go = driver.go
         move_number = go.to_numpy(go.move_count())
         everyone = np.ones(config.num_games, bool)
-        noise = (move_number < 2 * config.temperature_moves if config.opening_noise_only
-                 else everyone)
+        opening = move_number < 2 * config.temperature_moves
+        noise = opening if config.opening_noise_only else everyone
         if config.full_search_share >= 1:
             full = everyone
             driver.think(everyone, noise=noise)
@@ -265,10 +265,9 @@ class SelfPlay:
             actions = driver.gumbel.actions(driver.search)
         else:
             self.policy[rows, move_number] = driver.search.policy_targets()
-            sampled = move_number < 2 * config.temperature_moves
             actions = driver.search.choose_actions(0.0)
-            if sampled.any():
-                actions[sampled] = driver.search.choose_actions(1.0, games=sampled)[sampled]
+            if opening.any():
+                actions[opening] = driver.search.choose_actions(1.0, games=opening)[opening]
         self.surprise[rows, move_number] = policy_surprise(self.policy[rows, move_number],
                                                            driver.net_priors)
         self.moves[rows, move_number] = actions
