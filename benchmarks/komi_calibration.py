@@ -15,7 +15,9 @@ With `--selfplay-games G`, the net's own self-play at each komi too: G games at 
 net's self-play settings (simulations, Gumbel or PUCT, root noise, temperature_moves,
 opening_noise_only; `--temperature-moves` and `--opening-noise-only` change the last two), no
 handicap, and Black's mean result (a draw counts half) with its standard error over the
-distinct games (without noise after the opening, games repeat one another). Each game in
+distinct games (without noise after the opening, games repeat one another). A net whose
+wide-komi games were the quiet ones (opening_noise_only wide_komi) plays every komi's games
+quiet here: the komis far from the standard are what the table is for. Each game in
 flight counts its first game only, so long games weigh as much as short ones. A value
 trained on such games can read the komi no better than their results follow it.
 
@@ -78,8 +80,10 @@ def selfplay_black_result(config, net, komi: float, games: int, seed: int) -> tu
     """(Black's mean result (1 a win, 1/2 a draw), the number of distinct games) over the
     first game of each of `games` self-play games played at once at `komi` (no handicap, no
     komi draws). Games whose noise ends early can repeat one another move for move."""
+    quiet = "all" if config.opening_noise_only == "wide_komi" else config.opening_noise_only
     config = config.overridden(num_games=games, komi=float(komi), komi_spread=0.0,
-                               komi_wide_share=0.0, handicap_share=0.0)
+                               komi_wide_share=0.0, handicap_share=0.0,
+                               opening_noise_only=quiet)
     selfplay = SelfPlay(config, net, seed=seed)
     first: dict = {}
     while len(first) < games:
@@ -101,10 +105,10 @@ def main(argv=None) -> int:
     parser.add_argument("--temperature-moves", type=int, default=None, metavar="M",
                         help="self-play: each player's moves with root noise and sampling "
                              "(default: the net's config)")
-    parser.add_argument("--opening-noise-only", type=options.parse_bool, default=None,
-                        metavar="true|false",
-                        help="self-play: root noise only in those moves, then the search's own "
-                             "choice (default: the net's config)")
+    parser.add_argument("--opening-noise-only", default=None, choices=("none", "all"),
+                        help="self-play: all: root noise only in those moves, then the "
+                             "search's own choice; none: noise in every move (default: the "
+                             "net's config)")
     options.add_seed(parser)
     args = parser.parse_args(argv)
     if args.selfplay_games < 0:

@@ -26,9 +26,10 @@ games (Config.handicap_share) starts from 2-4 black stones at random points off 
 White to move (games/handicap.py); the finished game carries both for its SGF record.
 
 With Gumbel root selection (config.gumbel_considered > 0) the move and the policy target
-come from py_util/gumbel.py instead of visit counts and temperature. With
-config.opening_noise_only the root noise stops after each player's first temperature_moves
-moves (for Gumbel, its draw: the move is then the search's best, not a sample).
+come from py_util/gumbel.py instead of visit counts and temperature. In the
+games config.opening_noise_only names (all, or the wide-komi draws) the root noise stops
+after each player's first temperature_moves moves (for Gumbel, its draw: the move is then the
+search's best, not a sample).
 
 Playout cap randomization (config.full_search_share < 1): each move of each game draws a full
 search (noise, config.simulations) or a fast one (no noise, config.fast_simulations). All
@@ -66,15 +67,16 @@ def wide_komi_reach(board_size: int) -> float:
     return board_size ** 2 / 4
 
 
-def draw_komi(config: Config, count: int, rng: np.random.Generator) -> np.ndarray:
-    """float64 (count,): self-play komis, rounded to half points: most from a normal law
-    around config.komi (standard deviation komi_spread), a share komi_wide_share uniform
-    within config.komi +- wide_komi_reach."""
+def draw_komi(config: Config, count: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(komi float64 (count,), wide bool (count,)): self-play komis, rounded to half points:
+    most from a normal law around config.komi (standard deviation komi_spread), a share
+    komi_wide_share (`wide`) uniform within config.komi +- wide_komi_reach."""
     komi = config.komi + config.komi_spread * rng.standard_normal(count)
     wide = rng.random(count) < config.komi_wide_share
     reach = wide_komi_reach(config.board_size)
     komi[wide] = config.komi + rng.uniform(-reach, reach, int(wide.sum()))
-    return np.round(2 * komi) / 2
+    return np.round(2 * komi) / 2, wide
 
 
 @dataclass
@@ -146,6 +148,7 @@ class SelfPlay:
         self.planes = np.zeros((games, length, n, n, config.board_planes), np.uint8)
         self.komi = np.zeros((games, length), np.float32)
         self.game_komi = np.full(games, config.komi)
+        self.quiet = np.zeros(games, bool)     # root noise in the opening only (see above)
         self.handicap: list[tuple] = [() for _ in range(games)]
         self.policy = np.zeros((games, length, config.num_actions), np.float32)
         self.surprise = np.zeros((games, length), np.float32)
@@ -168,9 +171,12 @@ class SelfPlay:
     def _start_games(self, games: np.ndarray) -> None:
         self.driver.new_games(games)
         config, go, chosen = self.config, self.driver.go, np.flatnonzero(games)
+        wide = np.zeros(len(chosen), bool)
         if config.komi_spread or config.komi_wide_share:
-            self.game_komi[chosen] = draw_komi(config, len(chosen), self.rng)
+            self.game_komi[chosen], wide = draw_komi(config, len(chosen), self.rng)
             go.set_komi(self.game_komi[chosen], chosen)
+        self.quiet[chosen] = {"none": False, "all": True,
+                              "wide_komi": wide}[config.opening_noise_only]
         handicapped = chosen[self.rng.random(len(chosen)) < config.handicap_share]
         n = config.board_size
         for game in chosen:
@@ -241,7 +247,7 @@ class SelfPlay:
         move_number = go.to_numpy(go.move_count())
         everyone = np.ones(config.num_games, bool)
         opening = move_number < 2 * config.temperature_moves
-        noise = opening if config.opening_noise_only else everyone
+        noise = opening | ~self.quiet
         if config.full_search_share >= 1:
             full = everyone
             driver.think(everyone, noise=noise)

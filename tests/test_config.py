@@ -79,6 +79,8 @@ def test_every_field_has_a_flag():
             text = wanted = "cpu"
         elif field.name == "inference":
             text = wanted = "int8"
+        elif field.name == "opening_noise_only":
+            text = wanted = "all"
         elif isinstance(default, str):
             text = wanted = "10.0.0.1:6379"
         else:
@@ -136,6 +138,8 @@ def test_run_flag_is_returned_with_the_config():
     (["--no_such_field", "1"], "unrecognized"),
     (["--ray_address", "auto"], "ray_address needs workers"),
     (["--workers", "-1"], "workers"),
+    (["--opening_noise_only", "true"], "--opening-noise-only"),
+    (["--opening_noise_only", "wide_komi"], "needs komi_wide_share"),
 ])
 def test_bad_values_are_usage_errors(argv, mentions, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -178,6 +182,14 @@ def test_config_json_with_unknown_or_invalid_fields_is_refused():
         Config.from_json(json.dumps({**data, "board_sise": 5}))
     with pytest.raises(ValueError, match="board_size"):
         Config.from_json(json.dumps({**data, "board_size": 40}))
+
+
+def test_a_config_json_of_the_opening_noise_flag_s_first_form_still_loads():
+    # Before it named the games, opening_noise_only was true (every game) or false.
+    data = json.loads(PRESETS["tiny"].to_json())
+    for old, new in ((True, "all"), (False, "none")):
+        assert Config.from_json(json.dumps({**data, "opening_noise_only": old})
+                                ).opening_noise_only == new
 
 
 def test_only_board_and_net_shape_make_runs_incompatible():

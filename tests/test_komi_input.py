@@ -99,7 +99,7 @@ def test_the_config_refuses_komi_draws_for_a_net_that_cannot_see_the_komi():
 def test_komi_draws_and_handicap_points():
     config = Config(board_size=9, komi=7.0, komi_input=True, komi_spread=1.0,
                     komi_wide_share=0.25)
-    komi = draw_komi(config, 4000, np.random.default_rng(0))
+    komi, wide = draw_komi(config, 4000, np.random.default_rng(0))
     assert np.array_equal(komi * 2, np.round(komi * 2))          # half points
     # A quarter uniform within 7 +- 20.25, so 0.25 * 15.25 / 20.25 of all beyond 7 +- 5, where
     # the normal law (standard deviation 1) puts almost nothing.
@@ -108,6 +108,8 @@ def test_komi_draws_and_handicap_points():
     # Within 7 +- 1 after rounding: the normal law's 79% (|x| < 1.25) of three quarters, and
     # the uniform law's 2.5 / 40.5 of a quarter.
     assert abs((away <= 1).mean() - (0.75 * 0.789 + 0.25 * 2.5 / 40.5)) < 0.03
+    # `wide` marks the uniform share: every komi beyond 7 +- 5 is one, a quarter in all.
+    assert wide[away > 5].all() and abs(wide.mean() - 0.25) < 0.02
     points = random_handicap_points(9, 4, np.random.default_rng(1))
     rows, cols = np.divmod(points, 9)
     assert len(set(points.tolist())) == 4 and rows.min() >= 1 and rows.max() <= 7
@@ -244,7 +246,7 @@ def test_komi_calibration_s_selfplay_games_follow_a_komi_beyond_the_board():
 
     config = PRESETS["tiny"].overridden(board_size=N, komi_input=True, history=1,
                                         simulations=4, gumbel_considered=4,
-                                        opening_noise_only=True, temperature_moves=1)
+                                        opening_noise_only="all", temperature_moves=1)
 
     def uniform(planes):
         actions = N * N + 1

@@ -200,8 +200,28 @@ def test_opening_noise_only_plays_the_search_s_own_moves_after_the_opening():
     for considered in (0, 4):
         config = tiny(num_games=3, simulations=8, gumbel_considered=considered,
                       temperature_moves=0)
-        quiet = config.overridden(opening_noise_only=True)
+        quiet = config.overridden(opening_noise_only="all")
         assert first_games(quiet, seed=1) == first_games(quiet, seed=2)
         assert first_games(config, seed=1) != first_games(config, seed=2)
         opening = quiet.overridden(temperature_moves=1)
         assert first_games(opening, seed=1) != first_games(opening, seed=2)
+
+
+def test_opening_noise_only_wide_komi_quiets_the_wide_komi_games_alone():
+    # Half the games draw a komi far from the standard one: each plays move for move as a
+    # quiet self-play alone at its komi does. The others, at the standard komi, keep their
+    # noise and so part from the quiet game there.
+    config = tiny(num_games=8, simulations=8, gumbel_considered=4, temperature_moves=0,
+                  komi_input=True, komi_wide_share=0.5, opening_noise_only="wide_komi")
+    batch = SelfPlay(config, position_evaluator(config.num_actions), seed=5).play(300)
+    wide = [game for game in batch.games if game.komi != config.komi]
+    standard = [game for game in batch.games if game.komi == config.komi]
+    assert len(wide) >= 2 and len(standard) >= 2
+
+    def quiet_alone(komi: float) -> list[int]:
+        alone = config.overridden(num_games=1, komi=komi, komi_wide_share=0.0,
+                                  opening_noise_only="all")
+        return first_games(alone, seed=9)[0]
+    for game in wide:
+        assert game.moves == quiet_alone(game.komi)
+    assert any(game.moves != quiet_alone(config.komi) for game in standard)

@@ -21,6 +21,10 @@ from kernels.go_batch import BACKENDS, feature_planes
 from training.options import OneLineParser, add_run, option_name, parse_bool
 
 
+# Which self-play games keep root noise only in their opening (Config.opening_noise_only).
+OPENING_NOISE_GAMES = ("none", "wide_komi", "all")
+
+
 @dataclass(frozen=True)
 class Config:
     # The game.
@@ -80,11 +84,15 @@ class Config:
     noise_fraction: float = 0.25
     temperature_moves: int = 8         # moves per player sampled by visit counts, then greedy
     # Self-play's root noise (Dirichlet, or Gumbel's draw) only in each player's first
-    # temperature_moves moves: later moves are searched without it and played by the
-    # search's choice (the most visits; Gumbel: the best of the top `gumbel_considered` by
-    # prior), as a match plays. Noisy moves lose games by more than the komi, so results, and
-    # the value trained on them, barely follow the komi (docs/RESULTS.md, thirteenth session).
-    opening_noise_only: bool = False
+    # temperature_moves moves of some games: their later moves are searched without it and
+    # played by the search's choice (the most visits; Gumbel: the best of the top
+    # `gumbel_considered` by prior), as a match plays. Noisy moves lose games by more than
+    # the komi, so results, and the value trained on them, barely follow the komi
+    # (docs/RESULTS.md, thirteenth session). "none": noise in every move of every game;
+    # "all": every game; "wide_komi": the games of the komi_wide_share only, whose komi is
+    # there to teach what komi is worth, while the games near `komi` keep exploring
+    # (fourteenth session).
+    opening_noise_only: str = "none"
     leaves_per_game: int = 1           # leaves selected per game per search step (virtual loss)
     # Search only sensible moves: no filling of one's own eyes, pass only when nothing else is
     # left. Games are then played out until Tromp-Taylor scoring counts what a player would,
@@ -231,6 +239,12 @@ class Config:
             raise ValueError("config: learning_rates steps must increase and rates be in (0, 10]")
         if self.backend not in BACKENDS:
             raise ValueError(f"config: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.opening_noise_only not in OPENING_NOISE_GAMES:
+            raise ValueError(f"config: opening_noise_only must be one of "
+                             f"{', '.join(OPENING_NOISE_GAMES)}, got {self.opening_noise_only!r}")
+        if self.opening_noise_only == "wide_komi" and not self.komi_wide_share:
+            raise ValueError("config: opening_noise_only wide_komi needs komi_wide_share > 0 "
+                             "(it names the games of that share)")
         if self.inference not in INFERENCES:
             raise ValueError(f"config: inference must be one of {', '.join(INFERENCES)}, got "
                              f"{self.inference!r}")
@@ -376,6 +390,9 @@ class Config:
             data["learning_rates"] = tuple((int(s), float(r)) for s, r in data["learning_rates"])
         if "schedule" in data:
             data["schedule"] = tuple(tuple(event) for event in data["schedule"])
+        if isinstance(data.get("opening_noise_only"), bool):
+            # Written before the field named the games (thirteenth session): true was all.
+            data["opening_noise_only"] = "all" if data["opening_noise_only"] else "none"
         return cls(**data).validate()
 
     # Fields that shape stored positions or the net: a run cannot resume with others.
@@ -391,6 +408,8 @@ class Config:
         inputs = {name: getattr(net, name) for name in self.INPUT_FIELDS}
         if not net.komi_input:
             inputs.update(komi_spread=0.0, komi_wide_share=0.0)
+            if self.opening_noise_only == "wide_komi":
+                inputs.update(opening_noise_only="none")
         return self.overridden(**inputs)
 
     def shape(self) -> dict:
@@ -435,7 +454,8 @@ class Config:
         for f in fields(cls):
             parser.add_argument(option_name(f.name), dest=f.name, default=None,
                                 type=_parser_for(f),
-                                choices={"backend": BACKENDS, "inference": INFERENCES}.get(f.name),
+                                choices={"backend": BACKENDS, "inference": INFERENCES,
+                                         "opening_noise_only": OPENING_NOISE_GAMES}.get(f.name),
                                 help=f"(default from the preset: {getattr(PRESETS['cpu'], f.name)!r})")
         args = parser.parse_args(argv)
         if check is not None:
