@@ -88,10 +88,11 @@ class Config:
     # played by the search's choice (the most visits; Gumbel: the best of the top
     # `gumbel_considered` by prior), as a match plays. Noisy moves lose games by more than
     # the komi, so results, and the value trained on them, barely follow the komi
-    # (docs/RESULTS.md, thirteenth session). "none": noise in every move of every game;
-    # "all": every game; "wide_komi": the games of the komi_wide_share only, whose komi is
-    # there to teach what komi is worth, while the games near `komi` keep exploring
-    # (fourteenth session).
+    # (docs/RESULTS.md, thirteenth session; the fourteenth found quiet games of the shipped
+    # net's size still swing by about 30 points, so it narrows the gap, no more). "none":
+    # noise in every move of every game; "all": every game; "wide_komi": the games of the
+    # komi_wide_share only, whose komi is there to teach what komi is worth, while the games
+    # near `komi` keep exploring.
     opening_noise_only: str = "none"
     leaves_per_game: int = 1           # leaves selected per game per search step (virtual loss)
     # Search only sensible moves: no filling of one's own eyes, pass only when nothing else is
