@@ -92,6 +92,10 @@ def test_the_config_refuses_komi_draws_for_a_net_that_cannot_see_the_komi():
     # A match of such a run against an older net: that net plays without the draws.
     older = drawing.with_inputs_of(Config())
     assert not older.komi_input and older.komi_spread == 0 and older.validate()
+    # Nor the quiet wide-komi games, which name games of the draws it no longer has.
+    quiet = Config(komi_wide_share=0.2, komi_input=True, opening_noise_only="wide_komi")
+    older = quiet.validate().with_inputs_of(Config())
+    assert older.komi_wide_share == 0 and older.opening_noise_only == "none"
     with pytest.raises(ValueError, match="handicap_share needs a board of 5x5"):
         Config(board_size=4, handicap_share=0.1).validate()
 
