@@ -8,6 +8,8 @@ cross-entropy + value MSE + L2 (+ the auxiliary and reply heads' losses).
     # (the game result seen from the side to move in those planes, as the value head predicts)
     # stats: {"loss_policy", "loss_value", "loss_l2", "loss_total", "learning_rate"}: float,
     #        "skipped": bool
+    stats = trainer.train_steps(batches)  # many steps, figures read after the last (a pass);
+                                          # each batch train_step's arguments, in order
     state = trainer.state_dict()          # {name: np.ndarray}; np.savez(path, **state)
     trainer.load_state_dict(np.load(path))
 
@@ -54,7 +56,7 @@ and the figures are shared too (`Trainer.finish`). Only the gradient is the back
 wrapper each: TensorFlow takes it on a tape inside one `tf.function` that is given the
 variables themselves and assigns their new values; JAX takes `jax.value_and_grad` inside one
 `jax.jit` of the values, and the new values are written back into the Keras variables after
-it. The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
+a call's last step (`train_steps` takes many in one call). The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
 architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step, and
 once per process for every trainer of the same net and settings (`step_key`): a compiled
 step touches only the variables or values it is given, so a second trainer of that net
@@ -71,7 +73,7 @@ The model is shared, not copied: a `CompiledNet` over the same model sees each u
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -190,27 +192,54 @@ class Trainer:
         ownership, score, final: the auxiliary targets (see the module docstring), needed
         exactly when the model has the auxiliary heads; reply exactly when it has the reply
         head."""
-        batch = self._batch(planes, policy_targets, value_targets, ownership, score, final,
-                            reply)
-        rate = np.float32(self.learning_rate_at(self._step))
+        return self.train_steps([(planes, policy_targets, value_targets, ownership, score,
+                                  final, reply)])[0]
+
+    def train_steps(self, batches: Iterable[Sequence]) -> list[dict]:
+        """One step on each batch in turn, the same steps as as many `train_step` calls, whose
+        figures (a list of train_step's dicts) are read only after the last step is given.
+        A batch is train_step's arguments in order (those of heads the model lacks may be
+        None or left out), and `batches` may draw each one lazily.
+
+        Why not step by step: a step that hands back its figures makes the host wait for the
+        device at every step, and on JAX the new weights were also written into the Keras
+        variables each time. On a GPU that bound the step at batch 256 to about 130 steps a
+        second whatever the net's size. Here the host draws the next batch while the device
+        still computes the last step, and on JAX the weights stay the device's arrays from
+        step to step, written back once at the end (or when a batch raises: the steps taken
+        stay taken)."""
         if self._compiled is None:
             self._shared = _shared_step(self)
             self._compiled = self._shared.bind(self)
-        values = np.asarray(self._compiled(batch, rate), dtype=np.float64)
-        weights_changed(self.model)
-        self._step += 1
-        applied = bool(values[-1] != 0.0)
-        self._skipped_steps += int(not applied)
-        stats = {name: float(value) for name, value in zip(STATS, values)}
-        if not self.aux_heads:
-            del stats["loss_ownership"], stats["loss_score"]
-        if not self.reply_head:
-            del stats["loss_reply"]
-        stats["skipped"] = not applied
-        return stats
+        taken: list = []      # each step's figures, as the backend gives them
 
-    def _batch(self, planes, policy_targets, value_targets, ownership, score, final,
-               reply) -> tuple[np.ndarray, ...]:
+        def inputs():
+            for batch in batches:
+                checked = self._batch(*batch)
+                yield checked, np.float32(self.learning_rate_at(self._step + len(taken)))
+
+        try:
+            self._compiled(inputs(), taken)
+        finally:
+            self._step += len(taken)
+            if taken:
+                weights_changed(self.model)
+        results = []
+        for figures in taken:
+            values = np.asarray(figures, dtype=np.float64)
+            applied = bool(values[-1] != 0.0)
+            self._skipped_steps += int(not applied)
+            stats = {name: float(value) for name, value in zip(STATS, values)}
+            if not self.aux_heads:
+                del stats["loss_ownership"], stats["loss_score"]
+            if not self.reply_head:
+                del stats["loss_reply"]
+            stats["skipped"] = not applied
+            results.append(stats)
+        return results
+
+    def _batch(self, planes, policy_targets, value_targets, ownership=None, score=None,
+               final=None, reply=None) -> tuple[np.ndarray, ...]:
         """The step's seven inputs, float32 and checked: planes, policy, value, ownership,
         score, final, reply (zeros for heads the model does not have)."""
         batch, n = self.batch_size, self.board_size
@@ -406,7 +435,9 @@ def sgd_update(weights, gradients, momenta, learning_rate, momentum: float, nest
 class _SharedStep:
     """One compiled step and how often it was traced. It reads and writes only what it is
     given (variables or their values), never a trainer's own, so every trainer with the same
-    `step_key` may run it: `bind(trainer)` gives that trainer's `(batch, rate) -> stats`."""
+    `step_key` may run it: `bind(trainer)` gives that trainer's `run(inputs, taken)`, which
+    takes a step for each (checked batch, rate) of `inputs` on that trainer's variables and
+    appends each step's figures to `taken` as it gives the step (without waiting for them)."""
 
     def __init__(self, compiled, bind):
         self.compiled = compiled
@@ -459,9 +490,10 @@ def _compile_tensorflow(first: Trainer) -> _SharedStep:
         # The backend's own tf.Variables behind the Keras variables.
         variables = [[variable.value for variable in group] for group in trainer._state()]
 
-        def run(batch_arrays, rate):
-            batch = tuple(tf.convert_to_tensor(array) for array in batch_arrays)
-            return compiled(variables, batch, tf.convert_to_tensor(rate)).numpy()
+        def run(inputs, taken):
+            for batch_arrays, rate in inputs:
+                batch = tuple(tf.convert_to_tensor(array) for array in batch_arrays)
+                taken.append(compiled(variables, batch, tf.convert_to_tensor(rate)))
         return run
 
     shared = _SharedStep(tf.function(step, autograph=False), bind)
@@ -470,8 +502,9 @@ def _compile_tensorflow(first: Trainer) -> _SharedStep:
 
 def _compile_jax(first: Trainer) -> _SharedStep:
     """The step as one `jax.jit` of the variables' values: `jax.value_and_grad` of the forward
-    pass and `finish`; each trainer's new values are assigned to its Keras variables after
-    it. `first` lends the structure and settings, as for TensorFlow."""
+    pass and `finish`; a call's steps pass the values from one to the next as the device's
+    arrays, and the last ones are assigned to the trainer's Keras variables after them.
+    `first` lends the structure and settings, as for TensorFlow."""
     import jax
 
     def step(values, batch, learning_rate):
@@ -484,13 +517,16 @@ def _compile_jax(first: Trainer) -> _SharedStep:
     def bind(compiled, trainer):
         variables = trainer._state()
 
-        def run(batch_arrays, rate):
+        def run(inputs, taken):
             current = [[variable.value for variable in group] for group in variables]
-            new, stats = compiled(current, tuple(batch_arrays), rate)
-            for group, values in zip(variables, new):
-                for variable, fresh in zip(group, values):
-                    variable.assign(fresh)
-            return np.asarray(stats)
+            try:
+                for batch_arrays, rate in inputs:
+                    current, stats = compiled(current, tuple(batch_arrays), rate)
+                    taken.append(stats)
+            finally:
+                for group, values in zip(variables, current):
+                    for variable, fresh in zip(group, values):
+                        variable.assign(fresh)
         return run
 
     shared = _SharedStep(jax.jit(step), bind)

@@ -9,7 +9,8 @@ planes, heads, simulations and Gumbel root) is timed twice:
 - training: the loop's step (architectures/train_step.py) on Keras' backend (TensorFlow, or
   JAX with KERAS_BACKEND=jax), on host batches of `--batch` samples as the replay hands them
   over (drawn before the clock starts: the replay's own sampling is not timed); the first
-  step (the trace or compilation) is timed apart.
+  step (the trace or compilation) is timed apart, and the steps are timed both as the loop's
+  passes take them and step by step.
 
 The loop alternates the two, so at `--reuse` training samples per new position it keeps
 1 / (1 / self-play positions/s + reuse / training samples/s) positions a second; the table
@@ -20,7 +21,10 @@ gives that as positions per minute of the machine, and each part's share of it.
     .venv/bin/python benchmarks/bench_shapes.py --shapes 2x16,4x32 --games 64 --net onnxruntime
 
 One line per shape: `shape BxF selfplay_positions_per_s=S train_samples_per_s=T
-loop_positions_per_min=L selfplay_share=P first_step_s=C`.
+stepwise_samples_per_s=W loop_positions_per_min=L selfplay_share=P first_step_s=C`: T is the
+loop's passes (Trainer.train_steps, the figures read after the last step), W the same steps
+with each one's figures read before the next (how the loop trained before the passes), and L
+and P follow T.
 """
 from __future__ import annotations
 
@@ -71,21 +75,26 @@ def training_batch(config, batch: int, rng) -> list[np.ndarray]:
     return arrays
 
 
-def training_rate(trainer, config, steps: int, repeats: int) -> tuple[float, float]:
-    """(samples/s, seconds of the first step): the median over `repeats` of `steps` steps,
-    each on its own batch (drawn before the clock starts)."""
+def training_rate(trainer, config, steps: int, repeats: int) -> tuple[float, float, float]:
+    """(samples/s of the loop's passes, samples/s step by step, seconds of the first step):
+    medians over `repeats` of `steps` steps, each on its own batch (drawn before the clock
+    starts). A pass gives all its steps to `Trainer.train_steps` and reads the figures after
+    the last; step by step, each step's figures are read before the next step is given."""
     rng = np.random.default_rng(0)
     batches = [training_batch(config, trainer.batch_size, rng) for _ in range(steps)]
     started = time.perf_counter()
     trainer.train_step(*batches[0])
     first = time.perf_counter() - started
-    rates = []
+    passes, stepwise = [], []
     for _ in range(repeats):
+        started = time.perf_counter()
+        trainer.train_steps(batches)
+        passes.append(steps * trainer.batch_size / (time.perf_counter() - started))
         started = time.perf_counter()
         for batch in batches:
             trainer.train_step(*batch)
-        rates.append(steps * trainer.batch_size / (time.perf_counter() - started))
-    return statistics.median(rates), first
+        stepwise.append(steps * trainer.batch_size / (time.perf_counter() - started))
+    return statistics.median(passes), statistics.median(stepwise), first
 
 
 def main() -> None:
@@ -136,10 +145,11 @@ def main() -> None:
         _, positions, net_only, _ = selfplay_rates(config, net, synchronize, args.games, 1,
                                                    args.moves, args.repeats)
         del net
-        samples, first = training_rate(trainer, config, args.steps, args.repeats)
+        samples, stepwise, first = training_rate(trainer, config, args.steps, args.repeats)
         loop = 1 / (1 / positions + args.reuse / samples)
         print(f"shape {blocks}x{filters} selfplay_positions_per_s={positions:.0f} "
-              f"train_samples_per_s={samples:.0f} loop_positions_per_min={60 * loop:.0f} "
+              f"train_samples_per_s={samples:.0f} stepwise_samples_per_s={stepwise:.0f} "
+              f"loop_positions_per_min={60 * loop:.0f} "
               f"selfplay_share={loop / positions:.2f} first_step_s={first:.1f} "
               f"net_only_evals_per_s={net_only:.0f} ({label})", flush=True)
 

@@ -113,9 +113,12 @@ def with_komi_plane(planes, own_komi):
     """float32 (k, N, N, C + 1): stored 0/1 planes (k, N, N, C) with the komi plane appended,
     own_komi (k,) the komi for the side to move (+komi for White, -komi for Black): the planes
     features() writes with komi_input, for positions kept without their last plane."""
-    planes = np.asarray(planes, dtype=np.float32)
-    komi = np.asarray(own_komi, dtype=np.float32).reshape(-1, 1, 1, 1) / np.float32(KOMI_SCALE)
-    return np.concatenate([planes, np.broadcast_to(komi, (*planes.shape[:3], 1))], axis=-1)
+    planes = np.asarray(planes)
+    out = np.empty((*planes.shape[:3], planes.shape[3] + 1), np.float32)
+    out[..., :-1] = planes      # converted as copied: a replay batch's uint8 planes once
+    out[..., -1] = (np.asarray(own_komi, dtype=np.float32).reshape(-1, 1, 1)
+                    / np.float32(KOMI_SCALE))
+    return out
 
 
 def plane_names(history: int, extra: bool, komi: bool = False) -> list[str]:

@@ -223,6 +223,40 @@ def test_learning_rate_schedule_is_piecewise_constant_in_steps():
             Trainer(tiny_model(), batch_size=4, learning_rates=bad)
 
 
+def test_a_pass_takes_the_steps_of_as_many_calls_and_keeps_them_when_a_batch_is_refused():
+    """Trainer.train_steps against train_step call by call, from the same weights: the same
+    figures (a non-finite batch skipped, the schedule's rate dropping midway) and the same
+    weights, moving averages, optimizer state and counters, bit for bit. A batch refused
+    midway (a wrong shape) raises, and the steps given before it stay taken."""
+    batches = [training_batch(8, seed=seed) for seed in range(6)]
+    batches[2][0][1, 1, 1, 0] = np.nan
+    passed = Trainer(tiny_model(seed=5), batch_size=8, learning_rates=[(0, 0.05), (2, 0.01)])
+    stepwise = Trainer(tiny_model(seed=5), batch_size=8, learning_rates=[(0, 0.05), (2, 0.01)])
+
+    def same_state():
+        assert (passed.step, passed.skipped_steps) == (stepwise.step, stepwise.skipped_steps)
+        for got, want in zip(passed.state_dict().values(), stepwise.state_dict().values()):
+            np.testing.assert_array_equal(got, want)
+
+    figures = passed.train_steps(batches[:4])
+    expected = [stepwise.train_step(*batch) for batch in batches[:4]]
+    assert repr(figures) == repr(expected)          # NaN losses of the skipped step as well
+    assert [f["skipped"] for f in figures] == [False, False, True, False]
+    assert [f["learning_rate"] for f in figures] == pytest.approx([0.05, 0.05, 0.01, 0.01])
+    same_state()
+
+    def drawn():
+        yield batches[4]
+        yield batches[5]
+        yield training_batch(4)                     # not the trainer's batch size
+    with pytest.raises(ValueError, match="planes must have shape"):
+        passed.train_steps(drawn())
+    for batch in batches[4:]:
+        stepwise.train_step(*batch)
+    assert passed.step == 6
+    same_state()
+
+
 def keras_sgd_steps(model, batches, rate, momentum, nesterov) -> None:
     """The reference: Keras' own SGD applied eagerly, on a tape around the model's call (its
     batch norm updating its moving statistics as it goes), to the cross-entropy, squared
@@ -253,8 +287,11 @@ def test_trainers_of_one_net_share_a_compiled_step_and_each_takes_keras_sgds_ste
                           momentum=momentum, nesterov=nesterov)
         reference = tiny_model(seed=seed)
         before = all_weights(reference)
-        for batch in batches:
-            trainer.train_step(*batch)
+        if label == "first":
+            trainer.train_steps(batches)           # as the loop's passes take them
+        else:
+            for batch in batches:
+                trainer.train_step(*batch)
         keras_sgd_steps(reference, batches, 0.05, momentum, nesterov)
         for name, got, want, start in zip([w.path for w in reference.weights],
                                           all_weights(trainer.model), all_weights(reference),

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from training import symmetries
-from training.symmetries import (compose, inverse, source_points, transform_planes, transform_points,
-                        transform_policy)
+from training.symmetries import (compose, inverse, source_points, take_planes, take_policy,
+                                 transform_planes, transform_points, transform_policy)
 
 
 def reference_plane(plane, k):
@@ -88,6 +88,29 @@ def test_agrees_with_rot90_per_sample(board_size):
         np.testing.assert_array_equal(got_policy[i],
                                       reference_policy(policy[i], index[i], board_size))
     assert got_planes.dtype == planes.dtype and got_policy.dtype == policy.dtype
+
+
+@pytest.mark.parametrize("board_size", [2, 9])
+def test_taking_stored_rows_agrees_with_rot90_for_planes_ownership_and_policy(board_size):
+    """A replay buffer's gather: rows drawn with repeats from a larger store, each under its
+    own symmetry, in the store's dtype; (M, N, N) ownership boards as well as planes."""
+    rng = np.random.default_rng(10 + board_size)
+    stored, batch = 30, 50
+    planes = rng.integers(0, 256, (stored, board_size, board_size, 3)).astype(np.uint8)
+    ownership = rng.integers(-1, 2, (stored, board_size, board_size)).astype(np.int8)
+    policy = rng.random((stored, board_size * board_size + 1)).astype(np.float32)
+    index = rng.integers(0, stored, batch)
+    symmetry = rng.integers(0, 8, batch)
+    got_planes = take_planes(planes, index, symmetry)
+    got_ownership = take_planes(ownership, index, symmetry)
+    got_policy = take_policy(policy, index, symmetry)
+    assert (got_planes.dtype, got_ownership.dtype) == (np.uint8, np.int8)
+    assert got_ownership.shape == (batch, board_size, board_size)
+    for j, (i, k) in enumerate(zip(index, symmetry)):
+        np.testing.assert_array_equal(got_planes[j], reference_plane(planes[i], k))
+        np.testing.assert_array_equal(got_ownership[j], reference_plane(ownership[i], k))
+        np.testing.assert_array_equal(got_policy[j], reference_policy(policy[i], k, board_size))
+    assert take_planes(planes, index[:0], symmetry[:0]).shape == (0, board_size, board_size, 3)
 
 
 def test_planes_and_policy_move_together_and_pass_stays_pass():

@@ -35,8 +35,9 @@ NEEDS_TENSORFLOW = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ("planes", "policy", "value", "ownership", "score", "final", "reply")
-# One trainer on JAX runs jobs (state in, steps, state out), printing each job's figures;
-# without TensorFlow, as on the GPU machines.
+# One trainer on JAX runs jobs (state in, steps, how, state out), printing each job's
+# figures; without TensorFlow, as on the GPU machines. A job takes its steps as the loop's
+# passes do ("pass": Trainer.train_steps) or one train_step call at a time ("stepwise").
 DRIVER = """
 import json, sys
 sys.modules["tensorflow"] = None
@@ -47,10 +48,11 @@ from training.nets import build_trainer
 config_path, batches_path, *jobs = sys.argv[2:]
 trainer = build_trainer(Config.from_json(open(config_path).read()))
 batches = dict(np.load(batches_path))
-for state_path, steps, out_path in zip(jobs[::3], jobs[1::3], jobs[2::3]):
+for state_path, steps, how, out_path in zip(*[iter(jobs)] * 4):
     trainer.load_state_dict(dict(np.load(state_path)))
-    stats = [trainer.train_step(*[batches[f"{name}{k}"] for name in %r])
-             for k in range(int(steps))]
+    inputs = [[batches[f"{name}{k}"] for name in %r] for k in range(int(steps))]
+    stats = (trainer.train_steps(inputs) if how == "pass"
+             else [trainer.train_step(*batch) for batch in inputs])
     np.savez(out_path, **trainer.state_dict())
     print(json.dumps({"backend": trainer.backend, "stats": stats, "step": trainer.step,
                       "skipped": trainer.skipped_steps}))
@@ -131,17 +133,27 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
     np.savez(tmp_path / "start.npz", **start)
     tf_figures, tf_state = train_here(start, batches, STEPS)
     np.savez(tmp_path / "tf.npz", **tf_state)
-    # JAX in a process of its own: the same steps from the start, then on from TensorFlow's
-    # checkpoint (one trainer, so one compilation).
+    # JAX in a process of its own: the same steps from the start as one pass, then on from
+    # TensorFlow's checkpoint, then the first steps again one call at a time (one trainer, so
+    # one compilation).
     jax_run = subprocess.run(
         [sys.executable, "-c", DRIVER, str(ROOT), str(tmp_path / "config.json"),
-         str(tmp_path / "batches.npz"), str(tmp_path / "start.npz"), str(STEPS),
-         str(tmp_path / "jax.npz"), str(tmp_path / "tf.npz"), "1", str(tmp_path / "jax_on.npz")],
+         str(tmp_path / "batches.npz"),
+         str(tmp_path / "start.npz"), str(STEPS), "pass", str(tmp_path / "jax.npz"),
+         str(tmp_path / "tf.npz"), "1", "pass", str(tmp_path / "jax_on.npz"),
+         str(tmp_path / "start.npz"), str(STEPS), "stepwise", str(tmp_path / "jax_steps.npz")],
         env=JAX_ON_THE_CPU, capture_output=True, text=True, timeout=600)
     assert jax_run.returncode == 0, jax_run.stderr
-    jax_figures, jax_on_figures = (json.loads(line)
-                                   for line in jax_run.stdout.strip().splitlines()[-2:])
+    jax_figures, jax_on_figures, jax_stepwise_figures = (
+        json.loads(line) for line in jax_run.stdout.strip().splitlines()[-3:])
     jax_state = dict(np.load(tmp_path / "jax.npz"))
+    # A pass takes exactly the steps of as many calls: the same compiled step on the same
+    # values, only read back later.
+    assert json.dumps(jax_stepwise_figures) == json.dumps(jax_figures)
+    stepwise_state = dict(np.load(tmp_path / "jax_steps.npz"))
+    assert sorted(stepwise_state) == sorted(jax_state)
+    for name, array in jax_state.items():
+        assert np.array_equal(stepwise_state[name], array), name
 
     assert (tf_figures["backend"], jax_figures["backend"]) == ("tensorflow", "jax")
     for figures in (tf_figures, jax_figures):
@@ -217,7 +229,8 @@ def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):
         out = tmp_path / f"{platform}.npz"
         result = subprocess.run(
             [sys.executable, "-c", DRIVER, str(ROOT), str(tmp_path / "config.json"),
-             str(tmp_path / "batches.npz"), str(tmp_path / "start.npz"), str(STEPS), str(out)],
+             str(tmp_path / "batches.npz"), str(tmp_path / "start.npz"), str(STEPS), "pass",
+             str(out)],
             env={**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": platform,
                  "JAX_DEFAULT_MATMUL_PRECISION": "highest",
                  "XLA_PYTHON_CLIENT_PREALLOCATE": "false"},

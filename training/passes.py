@@ -16,7 +16,7 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from training.replay_buffer import ReplayBuffer, train_on
+from training.replay_buffer import ReplayBuffer, step_inputs
 
 # The losses a pass averages, in the order records list them; a net without the auxiliary or
 # reply heads has no ownership, score or reply loss.
@@ -33,11 +33,14 @@ def train_pass(trainer, buffer: ReplayBuffer, steps: int, batch_size: int,
     step taken, and `skipped_train_steps` when some steps were skipped (a non-finite loss
     changes nothing, so it counts in no mean). With a `description`, a progress bar on a
     terminal's stderr."""
+    # Drawn as the trainer takes them: the host draws the next batch while the device
+    # computes the last step (Trainer.train_steps).
+    batches = (step_inputs(trainer, buffer.sample(batch_size, rng, probabilities))
+               for _ in tqdm(range(steps), desc=description, unit="step", leave=False,
+                             file=sys.stderr, disable=None if description else True))
     totals: dict[str, float] = {}
     done = 0
-    for _ in tqdm(range(steps), desc=description, unit="step", leave=False, file=sys.stderr,
-                  disable=None if description else True):
-        stats = train_on(trainer, buffer.sample(batch_size, rng, probabilities))
+    for stats in trainer.train_steps(batches):
         if stats["skipped"]:
             continue
         done += 1

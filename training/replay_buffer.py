@@ -52,13 +52,14 @@ class Sample(NamedTuple):
     reply: np.ndarray       # (B, N*N+1) the next position's policy target; 0 rows where none
 
 
-def train_on(trainer, sample: Sample) -> dict:
-    """One step of `trainer` (architectures/train_step.py) on `sample`: the auxiliary targets
-    go in exactly when its net has the ownership and score heads, the reply targets exactly
-    when it has the reply head. Returns the step's losses."""
-    auxiliary = (sample.ownership, sample.score, sample.final) if trainer.aux_heads else ()
-    return trainer.train_step(sample.planes, sample.policy, sample.value, *auxiliary,
-                              reply=sample.reply if trainer.reply_head else None)
+def step_inputs(trainer, sample: Sample) -> tuple:
+    """`sample` as the arguments of a step of `trainer` (architectures/train_step.py): the
+    auxiliary targets exactly when its net has the ownership and score heads, the reply
+    targets exactly when it has the reply head, None for the others."""
+    auxiliary = ((sample.ownership, sample.score, sample.final) if trainer.aux_heads
+                 else (None, None, None))
+    return (sample.planes, sample.policy, sample.value, *auxiliary,
+            sample.reply if trainer.reply_head else None)
 
 
 class ReplayBuffer:
@@ -164,16 +165,16 @@ class ReplayBuffer:
         else:
             index = rng.integers(0, self.size, batch_size)
         symmetry = rng.integers(0, 8, batch_size)
-        planes = symmetries.transform_planes(self.planes[index].astype(np.float32), symmetry)
-        if self.komi_input:   # one value over the board: every symmetry keeps it
-            planes = with_komi_plane(planes, self.komi[index])
-        policy = symmetries.transform_policy(self.policy[index], symmetry)
-        ownership = symmetries.transform_planes(
-            self.ownership[index, :, :, None].astype(np.float32), symmetry)[..., 0]
-        reply = (symmetries.transform_policy(self.reply[index], symmetry)
+        stored = symmetries.take_planes(self.planes, index, symmetry)
+        # The komi plane is one value over the board: every symmetry keeps it.
+        planes = (with_komi_plane(stored, self.komi[index]) if self.komi_input
+                  else stored.astype(np.float32))
+        policy = symmetries.take_policy(self.policy, index, symmetry)
+        ownership = symmetries.take_planes(self.ownership, index, symmetry).astype(np.float32)
+        reply = (symmetries.take_policy(self.reply, index, symmetry)
                  if self.reply is not None
                  else np.zeros((batch_size, self.num_actions), np.float32))
-        return Sample(planes, policy, self.value[index].copy(), ownership,
+        return Sample(planes, policy, self.value[index], ownership,
                       self.score[index] / np.float32(self.board_size ** 2),
                       self.final[index].astype(np.float32), reply)
 
