@@ -56,8 +56,8 @@ and the figures are shared too (`Trainer.finish`). Only the gradient is the back
 wrapper each: TensorFlow takes it on a tape inside one `tf.function` that is given the
 variables themselves and assigns their new values; JAX takes `jax.value_and_grad` inside one
 `jax.jit` of the values, and the new values are written back into the Keras variables after
-a call's last step (`train_steps` takes many in one call). The backend is Keras' (`KERAS_BACKEND`, TensorFlow by default;
-architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step, and
+a call's last step (`train_steps` takes many in one call). The backend is Keras'
+(`KERAS_BACKEND`, TensorFlow by default; architectures/quiet_tensorflow.py `load_keras`). The step is compiled at the first step, and
 once per process for every trainer of the same net and settings (`step_key`): a compiled
 step touches only the variables or values it is given, so a second trainer of that net
 runs the first one's (`tracing_count`).
@@ -220,23 +220,26 @@ class Trainer:
 
         try:
             self._compiled(inputs(), taken)
-        finally:
+        finally:     # the steps given before a batch raised stay taken, and are counted
+            results = [self._figures(values) for values in taken]
             self._step += len(taken)
             if taken:
                 weights_changed(self.model)
-        results = []
-        for figures in taken:
-            values = np.asarray(figures, dtype=np.float64)
-            applied = bool(values[-1] != 0.0)
-            self._skipped_steps += int(not applied)
-            stats = {name: float(value) for name, value in zip(STATS, values)}
-            if not self.aux_heads:
-                del stats["loss_ownership"], stats["loss_score"]
-            if not self.reply_head:
-                del stats["loss_reply"]
-            stats["skipped"] = not applied
-            results.append(stats)
         return results
+
+    def _figures(self, values) -> dict:
+        """A step's figures as the backend gave them, as train_step's dict; counts a skipped
+        step."""
+        values = np.asarray(values, dtype=np.float64)
+        applied = bool(values[-1] != 0.0)
+        self._skipped_steps += int(not applied)
+        stats = {name: float(value) for name, value in zip(STATS, values)}
+        if not self.aux_heads:
+            del stats["loss_ownership"], stats["loss_score"]
+        if not self.reply_head:
+            del stats["loss_reply"]
+        stats["skipped"] = not applied
+        return stats
 
     def _batch(self, planes, policy_targets, value_targets, ownership=None, score=None,
                final=None, reply=None) -> tuple[np.ndarray, ...]:

@@ -245,15 +245,17 @@ def test_a_pass_takes_the_steps_of_as_many_calls_and_keeps_them_when_a_batch_is_
     assert [f["learning_rate"] for f in figures] == pytest.approx([0.05, 0.05, 0.01, 0.01])
     same_state()
 
+    batches[5][1][0, 0] = np.inf
+
     def drawn():
         yield batches[4]
-        yield batches[5]
+        yield batches[5]                            # skipped, and counted as skipped
         yield training_batch(4)                     # not the trainer's batch size
     with pytest.raises(ValueError, match="planes must have shape"):
         passed.train_steps(drawn())
     for batch in batches[4:]:
         stepwise.train_step(*batch)
-    assert passed.step == 6
+    assert (passed.step, passed.skipped_steps) == (6, 2)
     same_state()
 
 
