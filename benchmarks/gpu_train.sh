@@ -28,8 +28,12 @@
 #
 # Every run leaves a model: run/model.npz is rewritten at each checkpoint. An iteration is
 # GPU_POSITIONS positions (16,384: a few seconds of self-play), so the games in flight
-# (GPU_GAMES, 2,048) take the trained weights every few seconds, mid-game, and the replay
-# window (the preset's) spans several iterations rather than a part of one.
+# (GPU_GAMES, 512) take the trained weights every few seconds, mid-game, and the replay
+# window (the preset's) spans several iterations rather than a part of one. Few games: a
+# game's positions come from every net since it began, so the data's age in positions is
+# about the games in flight times half a game. With 2,048 the first GPU run learnt much less
+# per position, and on the CPU the same settings lost 8-72 to the preset's 128 games at equal
+# positions and steps (docs/RESULTS.md, fifteenth session).
 # Figures: self-play positions/s, training samples/s, each one's share of wall time, and
 # positions per GPU-minute, from the run's metrics.jsonl.
 set -uo pipefail
@@ -85,7 +89,7 @@ time_shapes() {
     shift
     stage "bench_shapes.py $* (at most $seconds s)"
     timeout -k 10 "$seconds" "$PY" benchmarks/bench_shapes.py --backend cuda \
-        --games "${GPU_GAMES:-2048}" "$@" 2>&1 | tee "$OUT/shapes.log"
+        --games "${GPU_GAMES:-512}" "$@" 2>&1 | tee "$OUT/shapes.log"
 }
 
 shapes() {
@@ -141,7 +145,7 @@ run() {
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
-        --num-games "${GPU_GAMES:-2048}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
+        --num-games "${GPU_GAMES:-512}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
         --random-every "${GPU_RANDOM_EVERY:-100}" "$@" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
