@@ -34,6 +34,10 @@
 # about the games in flight times half a game. With 2,048 the first GPU run learnt much less
 # per position, and on the CPU the same settings lost 8-72 to the preset's 128 games at equal
 # positions and steps (docs/RESULTS.md, fifteenth session).
+# Batches of GPU_BATCH (512) samples at the preset's learning rate: half the steps of the
+# preset's 256 at the same sample reuse. On the CPU, at equal positions from zero, 512 learnt
+# as 256 did and 1,024 (the second GPU run's) much less: the young net's learning is bound by
+# its steps, not by their size (docs/RESULTS.md, sixteenth session).
 # Figures: self-play positions/s, training samples/s, each one's share of wall time, and
 # positions per GPU-minute, from the run's metrics.jsonl.
 set -uo pipefail
@@ -89,7 +93,7 @@ time_shapes() {
     shift
     stage "bench_shapes.py $* (at most $seconds s)"
     timeout -k 10 "$seconds" "$PY" benchmarks/bench_shapes.py --backend cuda \
-        --games "${GPU_GAMES:-512}" "$@" 2>&1 | tee "$OUT/shapes.log"
+        --games "${GPU_GAMES:-512}" --batch "${GPU_BATCH:-512}" "$@" 2>&1 | tee "$OUT/shapes.log"
 }
 
 shapes() {
@@ -104,9 +108,10 @@ run() {
     setup
 
     stage "GPU tests"
-    timeout 180 "$PY" -m pytest -q -n 4 -p no:cacheprovider tests/test_array_net.py \
+    # --durations: the tests took 151-165 s of the loop's call; their times say which to trim.
+    timeout 180 "$PY" -m pytest -q -n 4 -p no:cacheprovider --durations=12 tests/test_array_net.py \
         tests/test_cuda_kernels.py tests/test_train_backends.py 2>&1 | tee "$OUT/tests.log" \
-        | grep -v "^$" | tail -15
+        | grep -v "^$" | tail -30
 
     # The run this call trains: --run DIR or --run=DIR, else runs/gpu_train. It starts fresh
     # (a warm machine keeps ignored folders between calls), so the figures are this call's.
@@ -146,6 +151,7 @@ run() {
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
         --num-games "${GPU_GAMES:-512}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
+        --train-batch-size "${GPU_BATCH:-512}" \
         --random-every "${GPU_RANDOM_EVERY:-100}" "$@" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
