@@ -44,6 +44,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
 PY=${PYTHON:-python3}
+GAMES=${GPU_GAMES:-512}     # games in flight, for the loop and for the shapes' self-play
+BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
 
 fetch() {
     mkdir -p .whl
@@ -93,7 +95,7 @@ time_shapes() {
     shift
     stage "bench_shapes.py $* (at most $seconds s)"
     timeout -k 10 "$seconds" "$PY" benchmarks/bench_shapes.py --backend cuda \
-        --games "${GPU_GAMES:-512}" --batch "${GPU_BATCH:-512}" "$@" 2>&1 | tee "$OUT/shapes.log"
+        --games "$GAMES" --batch "$BATCH" "$@" 2>&1 | tee "$OUT/shapes.log"
 }
 
 shapes() {
@@ -150,8 +152,8 @@ run() {
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
-        --num-games "${GPU_GAMES:-512}" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
-        --train-batch-size "${GPU_BATCH:-512}" \
+        --num-games "$GAMES" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
+        --train-batch-size "$BATCH" \
         --random-every "${GPU_RANDOM_EVERY:-100}" "$@" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
