@@ -36,8 +36,8 @@
 # positions and steps (docs/RESULTS.md, fifteenth session).
 # Batches of GPU_BATCH (512) samples at the preset's learning rate: half the steps of the
 # preset's 256 at the same sample reuse. On the CPU, at equal positions from zero, 512 learnt
-# as 256 did and 1,024 (the second GPU run's) much less: the young net's learning is bound by
-# its steps, not by their size (docs/RESULTS.md, sixteenth session).
+# as 256 did and 1,024 (the second GPU run's) much less: the young net's learning is bound
+# more by its steps than by their size (docs/RESULTS.md, sixteenth session).
 # Figures: self-play positions/s, training samples/s, each one's share of wall time, and
 # positions per GPU-minute, from the run's metrics.jsonl.
 set -uo pipefail
