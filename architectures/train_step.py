@@ -343,8 +343,10 @@ class Trainer:
         def kept(new, old):
             return [ops.where(finite, fresh, stale) for fresh, stale in zip(new, old)]
 
-        return ((kept(new_trainable, trainable), kept(new_statistics, non_trainable),
-                 kept(new_optimizer, optimizer)),
+        # A list, as `values` comes: JAX's next step takes these back, and a tuple in place of
+        # the list is another input structure to it, traced and compiled a second time.
+        return ([kept(new_trainable, trainable), kept(new_statistics, non_trainable),
+                 kept(new_optimizer, optimizer)],
                 self.stats(terms, learning_rate, finite))
 
     def step_key(self) -> str:

@@ -55,7 +55,7 @@ for state_path, steps, how, out_path in zip(*[iter(jobs)] * 4):
              else [trainer.train_step(*batch) for batch in inputs])
     np.savez(out_path, **trainer.state_dict())
     print(json.dumps({"backend": trainer.backend, "stats": stats, "step": trainer.step,
-                      "skipped": trainer.skipped_steps}))
+                      "skipped": trainer.skipped_steps, "traces": trainer.tracing_count}))
 """ % (TARGETS,)
 CONFIG = PRESETS["tiny"].overridden(aux_heads=True, reply_head=True, train_batch_size=8,
                                     learning_rates=((0, 0.02), (2, 0.01)))
@@ -147,6 +147,8 @@ def test_tensorflow_and_jax_take_the_same_steps_and_resume_each_others_checkpoin
     jax_figures, jax_on_figures, jax_stepwise_figures = (
         json.loads(line) for line in jax_run.stdout.strip().splitlines()[-3:])
     jax_state = dict(np.load(tmp_path / "jax.npz"))
+    # Compiled once for the process: a step's new values go into the next as its first did.
+    assert [f["traces"] for f in (jax_figures, jax_on_figures, jax_stepwise_figures)] == [1, 1, 1]
     # A pass takes exactly the steps of as many calls: the same compiled step on the same
     # values, only read back later.
     assert json.dumps(jax_stepwise_figures) == json.dumps(jax_figures)
