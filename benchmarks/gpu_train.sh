@@ -163,10 +163,12 @@ train() {
     loop_seconds=$(( ${GPU_CALL_SECONDS:-570} - ($(date +%s) - started) - reserve ))
     [ "$loop_seconds" -gt $((minutes * 60)) ] && loop_seconds=$((minutes * 60))
     [ "$loop_seconds" -ge 60 ] || { echo "gpu_train.sh: $loop_seconds s left for the loop; not started" >&2; exit 1; }
-    # The iterations done before this call (a run gone on with by `more`): the figures are
-    # the ones after it.
-    local before=0
-    [ -f "$RUN_DIR/metrics.jsonl" ] && before=$(wc -l < "$RUN_DIR/metrics.jsonl")
+    # The iteration the run resumes after (a run gone on with by `more`: its newest
+    # checkpoint's; a metrics line after it is dropped on resume), so that the figures are
+    # this call's iterations.
+    local before=0 newest
+    newest=$(ls "$RUN_DIR"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1)
+    [ -n "$newest" ] && before=$((10#$(basename "$newest" .npz | sed 's/^ckpt_//')))
     stage "the loop for $loop_seconds s: bp_tree.py ${LOOP_ARGS[*]}"
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
@@ -180,7 +182,6 @@ train() {
     for file in model.npz metrics.jsonl config.json; do
         [ -f "$RUN_DIR/$file" ] && cp "$RUN_DIR/$file" "$OUT/"
     done
-    local newest
     newest=$(ls "$RUN_DIR"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1)
     [ -n "$newest" ] && cp "$newest" "$OUT/checkpoint.npz"
     ls -l "$OUT"
@@ -191,12 +192,13 @@ try:
 except OSError:
     sys.exit("no metrics.jsonl: no iteration completed")
 before = int(sys.argv[2])
-if len(records) <= before:
+mine = [r for r in records if r["iteration"] > before]
+if not mine:
     sys.exit("no iteration completed in this call")
-# The run's counters are cumulative: this call's share is the difference from the last
-# iteration before it.
-start = records[before - 1] if before else {"wall_time_s": 0.0, "positions": 0}
-mine = records[before:]
+# The run's counters are cumulative: this call's share is the difference from the iteration
+# it resumed after.
+start = next((r for r in records if r["iteration"] == before),
+             {"wall_time_s": 0.0, "positions": 0})
 wall = mine[-1]["wall_time_s"] - start["wall_time_s"]
 positions = mine[-1]["positions"] - start["positions"]
 selfplay = sum(r["selfplay_seconds"] for r in mine)
