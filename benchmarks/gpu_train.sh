@@ -150,6 +150,12 @@ loop_arguments() {
     case "$name" in */*|.*) RUN_DIR=$name ;; *) RUN_DIR=runs/$name ;; esac
 }
 
+# The run's newest checkpoint (ckpt_NNNNNN.npz, numbered so that names sort as iterations),
+# or nothing.
+newest_checkpoint() {
+    ls "$RUN_DIR"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1
+}
+
 # The loop for MINUTES with LOOP_ARGS, then its model, newest checkpoint, metrics and config
 # copied to $OUT and the figures of this call's iterations printed.
 train() {
@@ -167,7 +173,7 @@ train() {
     # checkpoint's; a metrics line after it is dropped on resume), so that the figures are
     # this call's iterations.
     local before=0 newest
-    newest=$(ls "$RUN_DIR"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1)
+    newest=$(newest_checkpoint)
     [ -n "$newest" ] && before=$((10#$(basename "$newest" .npz | sed 's/^ckpt_//')))
     stage "the loop for $loop_seconds s: bp_tree.py ${LOOP_ARGS[*]}"
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
@@ -182,7 +188,7 @@ train() {
     for file in model.npz metrics.jsonl config.json; do
         [ -f "$RUN_DIR/$file" ] && cp "$RUN_DIR/$file" "$OUT/"
     done
-    newest=$(ls "$RUN_DIR"/checkpoints/ckpt_*.npz 2>/dev/null | tail -n 1)
+    newest=$(newest_checkpoint)
     [ -n "$newest" ] && cp "$newest" "$OUT/checkpoint.npz"
     ls -l "$OUT"
     "$PY" - "$RUN_DIR/metrics.jsonl" "$before" <<'EOF'
@@ -240,7 +246,7 @@ more() {
     local minutes=${1:?"gpu_train.sh more MINUTES [the run call's bp_tree.py arguments]"}
     shift
     loop_arguments "$@"
-    ls "$RUN_DIR"/checkpoints/ckpt_*.npz >/dev/null 2>&1 || {
+    [ -n "$(newest_checkpoint)" ] || {
         echo "gpu_train.sh: $RUN_DIR has no checkpoint to go on from (a fresh machine?): use run MINUTES --init-from the checkpoint.npz brought back" >&2
         exit 2; }
     setup
