@@ -83,7 +83,7 @@ setup() {
     export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=2
     # JAX's compiled steps kept on the machine's disk: a `more` call there takes them up
-    # again instead of compiling (the step took 6-10 s to compile on a 2-core CPU).
+    # again instead of compiling (the step took 5-6 s to compile on a 2-core CPU).
     export JAX_COMPILATION_CACHE_DIR=/tmp/gpu_train_jax_cache
     # JAX first (before CuPy loads CUDA), and on the GPU, or the call stops here: JAX falls
     # back to the CPU without a word when its CUDA plugin is missing.
