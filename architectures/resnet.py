@@ -173,8 +173,10 @@ def make_block_identity(model: keras.Model, block: int) -> None:
     its random initialisation, so training grows the block from there (the scale's gradient
     is not zero) as in the zero-initialised residual branches of Goyal et al. (2017)."""
     batch_norm = model.get_layer(block_layers(block)[3])
-    batch_norm.gamma.assign(keras.ops.zeros_like(batch_norm.gamma))
-    batch_norm.beta.assign(keras.ops.zeros_like(batch_norm.beta))
+    # zeros of the variable's shape, not zeros_like(variable): JAX's backend cannot convert a
+    # Keras variable to an array there.
+    for variable in (batch_norm.gamma, batch_norm.beta):
+        variable.assign(keras.ops.zeros(variable.shape, variable.dtype))
 
 
 def has_aux_heads(model: keras.Model) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from float_tolerance import accumulation_depths, gamma
+from float_tolerance import accumulation_depths, assert_outputs_close, gamma
 from kernels.go_batch import _cuda_available
 from loop_runs import main_here
 from training.config import PRESETS
@@ -211,6 +211,59 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in records] == [1, 2]
     assert records[1]["train_steps"] > records[0]["train_steps"]
+
+
+# A net grown under JAX without TensorFlow, as the GPU loop grows one: a warm start's growth
+# (training.nets.init_weights, the device script's go-on to a bigger net) and the schedule's
+# (grow_trainer), each evaluated on the same planes.
+GROW_DRIVER = """
+import sys
+sys.modules["tensorflow"] = None
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from training.config import Config
+from training.nets import build_trainer, grow_trainer, init_weights, read_weights
+source_path, config_path, planes_path, out_path = sys.argv[2:]
+config = Config.from_json(open(config_path).read())
+planes = np.load(planes_path)
+warm = build_trainer(config)
+init_weights(warm, config, source_path, log=lambda message: None)
+found = read_weights(source_path, log=lambda message: None)
+scheduled = grow_trainer(found.trainer, found.config, config)
+np.savez(out_path, **{f"{name}{k}": np.asarray(output)
+                      for name, trainer in (("warm", warm), ("scheduled", scheduled))
+                      for k, output in enumerate(trainer.model(planes, training=False))})
+"""
+
+
+@NEEDS_TENSORFLOW
+def test_a_net_grown_under_jax_plays_as_its_source_did(tmp_path):
+    """More residual blocks and more filters, grown under JAX from a model file TensorFlow
+    wrote, compute what the source computes (TensorFlow's evaluation here is the reference)."""
+    from training.nets import save_model_file
+    source_config = CONFIG.overridden(reply_head=False)
+    source = build_trainer(source_config)
+    rng = np.random.default_rng(5)
+    for variable in source.model.weights:      # weights that are not an initialiser's
+        drawn = rng.normal(0, 0.3, variable.shape).astype(np.float32)
+        variable.assign(np.abs(drawn) + 0.5 if "variance" in variable.path else drawn)
+    save_model_file(tmp_path / "source.npz", source_config, source.state_dict(), {"run": "test"})
+    config = source_config.overridden(blocks=source_config.blocks + 2,
+                                      filters=2 * source_config.filters)
+    (tmp_path / "config.json").write_text(config.to_json())
+    n = config.board_size
+    planes = rng.integers(0, 2, (16, n, n, config.input_planes)).astype(np.float32)
+    np.save(tmp_path / "planes.npy", planes)
+    result = subprocess.run(
+        [sys.executable, "-c", GROW_DRIVER, str(ROOT), str(tmp_path / "source.npz"),
+         str(tmp_path / "config.json"), str(tmp_path / "planes.npy"), str(tmp_path / "out.npz")],
+        env=JAX_ON_THE_CPU, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    grown = dict(np.load(tmp_path / "out.npz"))
+    desired = [output.numpy() for output in source.model(planes, training=False)]
+    assert len(desired) == 4                   # policy, value, ownership, score
+    for how in ("warm", "scheduled"):
+        assert_outputs_close([grown[f"{how}{k}"] for k in range(len(desired))], desired, config)
 
 
 def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):

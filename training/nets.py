@@ -367,8 +367,9 @@ def init_weights(trainer, config: Config, source: str | os.PathLike, log=print) 
         else:
             trainer.load_model_weights(found.weights)
     except ValueError as error:
+        # One line: a backend's message may hold a variable's repr, values and all.
         raise NetOpenError(f"cannot start from {found.label}: its weights do not fit "
-                           f"({error})") from None
+                           f"({' '.join(str(error).split())})") from None
     return found
 
 
