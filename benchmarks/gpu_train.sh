@@ -16,15 +16,21 @@
 #       dropped, every complete one is kept). The `9x9` preset unless --preset names another, as run.sh:
 #       without arguments a new run from zero; `--init-from models/9x9.npz --komi-input true
 #       --komi-spread 1.5 --komi-wide-share 0.2 --handicap-share 0.1` (the README's go-on
-#       command; or a checkpoint or model file brought back from an earlier call) goes on
-#       from there, as a new run; `--run DIR` names the run (default
-#       runs/gpu_train; a fresh one each call, so the figures are the call's).
+#       command; or the model.npz brought back from an earlier call) goes on from there, as
+#       a new run: its weights and place in the schedule, a fresh optimizer and replay
+#       buffer; `--run DIR` names the run (default runs/gpu_train; a fresh one each call, so
+#       the figures are the call's).
 #   benchmarks/gpu_train.sh more MINUTES [the run call's bp_tree.py arguments]
 #       on the machine a `run` call left warm (the device keeps it for seconds after a
 #       call): the same run resumed where it stopped, its replay buffer, optimizer and place
 #       in the schedule kept, without the tests, for MINUTES or what GPU_CALL_SECONDS
 #       leaves (set it to the device time left, less a margin); the figures are this call's.
-#       A fresh machine has no run to go on with: there, `run --init-from checkpoint.npz`.
+#       A fresh machine has no run to go on with: there, `run MINUTES --init-from model.npz`.
+#       (The checkpoint.npz brought back is read only inside its run directory: the
+#       config.json and metrics.jsonl brought back in runs/NAME/ and it as
+#       runs/NAME/checkpoints/ckpt_NNNNNN.npz, NNNNNN its iteration, make a run that
+#       `more M --run runs/NAME` resumes with its optimizer, counters and place in the
+#       schedule, the replay buffer refilled by self-play.)
 #
 #   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
 #       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
@@ -247,7 +253,7 @@ more() {
     shift
     loop_arguments "$@"
     [ -n "$(newest_checkpoint)" ] || {
-        echo "gpu_train.sh: $RUN_DIR has no checkpoint to go on from (a fresh machine?): use run MINUTES --init-from the checkpoint.npz brought back" >&2
+        echo "gpu_train.sh: $RUN_DIR has no checkpoint to go on from (a fresh machine?): use run MINUTES --init-from the model.npz brought back" >&2
         exit 2; }
     setup
     train "$minutes"
