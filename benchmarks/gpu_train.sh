@@ -32,6 +32,14 @@
 #       `more M --run runs/NAME` resumes with its optimizer, counters and place in the
 #       schedule, the replay buffer refilled by self-play.)
 #
+#   benchmarks/gpu_train.sh rehearse run|more MINUTES [arguments]
+#       here, on this machine's CPU, before device time is spent on it: the same call with
+#       the rules and the self-play net on the CPU (--backend cpu), Keras on JAX with
+#       TensorFlow blocked as the device lacks it, this checkout's .venv and build, no GPU
+#       tests, and 64 games of 2,048-position iterations unless GPU_GAMES and GPU_POSITIONS
+#       say otherwise; the figures are the CPU's. It checks the arguments, the stop, what is
+#       copied back and the figures, and that the run goes on under `more`.
+#
 #   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
 #       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
 #       training rates of each blocks x filters on this GPU) to choose the next net by, for
@@ -55,8 +63,17 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
-PY=${PYTHON:-python3}
-GAMES=${GPU_GAMES:-512}     # games in flight, for the loop and for the shapes' self-play
+REHEARSAL=""
+[ "${1:-}" = rehearse ] && REHEARSAL=cpu
+if [ -n "$REHEARSAL" ]; then
+    PY=${PYTHON:-.venv/bin/python}
+    GAMES=${GPU_GAMES:-64}
+    POSITIONS=${GPU_POSITIONS:-2048}
+else
+    PY=${PYTHON:-python3}
+    GAMES=${GPU_GAMES:-512}         # games in flight, for the loop and for the shapes' self-play
+    POSITIONS=${GPU_POSITIONS:-16384}   # positions an iteration
+fi
 BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
 
 fetch() {
@@ -80,6 +97,13 @@ setup() {
     started=$(date +%s)
     stage() { echo "=== $1 (at $(( $(date +%s) - started )) s)"; }
 
+    if [ -n "$REHEARSAL" ]; then
+        # This checkout's venv and build (./build.sh); TensorFlow is blocked in the loop.
+        stage "rehearsal on this machine's CPU"
+        export KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=2
+        export JAX_COMPILATION_CACHE_DIR=/tmp/gpu_train_rehearsal_jax_cache
+        return
+    fi
     stage "device"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
     stage "wheels"
@@ -184,8 +208,11 @@ train() {
     stage "the loop for $loop_seconds s: bp_tree.py ${LOOP_ARGS[*]}"
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
-    timeout -k 30 -s TERM "${loop_seconds}s" "$PY" bp_tree.py --backend cuda --gnugo-every 0 \
-        --num-games "$GAMES" --positions-per-iteration "${GPU_POSITIONS:-16384}" \
+    local loop=("$PY" bp_tree.py --backend cuda)
+    # The rehearsal's loop cannot import TensorFlow, as on the device.
+    [ -n "$REHEARSAL" ] && loop=("$PY" -c "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" bp_tree.py --backend cpu)
+    timeout -k 30 -s TERM "${loop_seconds}s" "${loop[@]}" --gnugo-every 0 \
+        --num-games "$GAMES" --positions-per-iteration "$POSITIONS" \
         --train-batch-size "$BATCH" \
         --random-every "${GPU_RANDOM_EVERY:-100}" "${LOOP_ARGS[@]}" 2>&1 | tee "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
@@ -236,7 +263,7 @@ run() {
     shift
     loop_arguments "$@"
     setup
-    gpu_tests
+    [ -n "$REHEARSAL" ] || gpu_tests
     # A fresh run each call (a warm machine keeps ignored folders between calls), so the
     # figures are this call's.
     if [ -e "$RUN_DIR" ]; then
@@ -264,5 +291,11 @@ case "${1:-}" in
     run) shift; run "$@" ;;
     more) shift; more "$@" ;;
     shapes) shift; shapes "$@" ;;
-    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments] | more MINUTES [the same] | shapes [bench_shapes.py arguments]" >&2; exit 2 ;;
+    rehearse)
+        case "${2:-}" in
+            run) shift 2; run "$@" ;;
+            more) shift 2; more "$@" ;;
+            *) echo "usage: benchmarks/gpu_train.sh rehearse run|more MINUTES [bp_tree.py arguments]" >&2; exit 2 ;;
+        esac ;;
+    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments] | more MINUTES [the same] | shapes [bench_shapes.py arguments] | rehearse run|more MINUTES [...]" >&2; exit 2 ;;
 esac
