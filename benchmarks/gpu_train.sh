@@ -206,11 +206,11 @@ train() {
     newest=$(newest_checkpoint)
     [ -n "$newest" ] && before=$((10#$(basename "$newest" .npz | sed 's/^ckpt_//')))
     stage "the loop for $loop_seconds s: bp_tree.py ${LOOP_ARGS[*]}"
-    # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
-    # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     local loop=("$PY" bp_tree.py --backend cuda)
     # The rehearsal's loop cannot import TensorFlow, as on the device.
     [ -n "$REHEARSAL" ] && loop=("$PY" -c "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" bp_tree.py --backend cpu)
+    # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
+    # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "${loop[@]}" --gnugo-every 0 \
         --num-games "$GAMES" --positions-per-iteration "$POSITIONS" \
         --train-batch-size "$BATCH" \
