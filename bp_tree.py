@@ -69,8 +69,8 @@ from loop.selfplay_precision import int8_net, requantize, selfplay_choice
 from training.checkpointing import completed_iteration, last_words, resume, save_iteration
 from training.config import Config
 from training.learner import Learner
-from training.nets import (NetOpenError, describe_devices, prepare_jax, schedule_position,
-                           warm_start_position, with_source_shape)
+from training.nets import (NetOpenError, describe_devices, playing_net, prepare_jax,
+                           schedule_position, warm_start_position, with_source_shape)
 from training.passes import CpuTime
 from training.replay_buffer import chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
@@ -165,18 +165,12 @@ class TrainingLoop:
         self.tensorboard = TensorBoard(run, log)
 
     def _compiled_net(self):
-        """The trainer's net as matches (and self-play off the CUDA rules) play it. On
-        TensorFlow a CompiledNet over the trainer's model, with eight compiled batch shapes:
-        search steps often come up short of a full batch (selections ending on finished games
-        need no net), and padding them to the full batch cost about a fifth of the net's time
-        (bench_selfplay.py). On another Keras backend (JAX) ONNX Runtime's graph of the
-        trainer's weights, which takes them again whenever a step changed them."""
-        learner = self.learner
-        if learner.trainer.backend != "tensorflow":
-            from architectures.onnx_net import OnnxNet
-            return OnnxNet.following(learner.trainer.model, learner.config.num_games)
-        from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
-        return CompiledNet(learner.trainer.model, learner.config.num_games, shapes=8)
+        """The trainer's net as matches (and self-play off the CUDA rules) play it
+        (training.nets.playing_net). On TensorFlow with eight compiled batch shapes: search
+        steps often come up short of a full batch (selections ending on finished games need
+        no net), and padding them to the full batch cost about a fifth of the net's time
+        (bench_selfplay.py)."""
+        return playing_net(self.learner.trainer, self.learner.config.num_games, shapes=8)
 
     def _selfplay_evaluator(self):
         """The net the CPU's self-play plays: the int8 graph where chosen, else the compiled

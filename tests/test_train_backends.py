@@ -266,6 +266,41 @@ def test_a_net_grown_under_jax_plays_as_its_source_did(tmp_path):
         assert_outputs_close([grown[f"{how}{k}"] for k in range(len(desired))], desired, config)
 
 
+@NEEDS_TENSORFLOW
+def test_supervised_training_runs_on_jax_without_tensorflow(tmp_path):
+    """train_sgf.py (and distill.py, the same SupervisedRun) under JAX where TensorFlow cannot
+    be imported: its net is then ONNX Runtime's graph of the trained weights, and the held-out
+    accuracy it reports is what TensorFlow's compiled net of its checkpoint finds on the same
+    held-out games (a position whose best moves tie within round-off may go either way)."""
+    from games.sgf_corpus import read_sgf_directory
+    from test_train_sgf import write_corpus
+    from training.config import Config
+    from training.nets import playing_net
+    from training.run_directory import RunDirectory
+    from training.supervised import move_accuracy, split_games, stack
+    corpus, run = tmp_path / "corpus", tmp_path / "run"
+    corpus.mkdir()
+    write_corpus(corpus, 10)
+    no_tensorflow = ("import runpy, sys; sys.modules['tensorflow'] = None; "
+                     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    result = subprocess.run(
+        [sys.executable, "-c", no_tensorflow, str(ROOT / "train_sgf.py"), "--sgf", str(corpus),
+         "--run", str(run), "--preset", "tiny", "--komi", "0.5", "--gnugo_every", "0",
+         "--iterations", "1", "--held_out", "0.3"],
+        env=JAX_ON_THE_CPU, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    record = json.loads((run / "supervised.jsonl").read_text())
+    config = Config.from_json((run / "config.json").read_text())
+    games = read_sgf_directory(corpus, config).games
+    held = stack([games[i] for i in split_games(games, 0.3, config.seed)[1]])
+    assert record["held_out_positions"] == len(held)
+    trainer = build_trainer(config)
+    trainer.load_state_dict(RunDirectory(run).load_latest_checkpoint()[0])
+    accuracy = move_accuracy(playing_net(trainer, 256), held)
+    assert trainer.backend == "tensorflow"
+    assert abs(record["accuracy_held_out"] - accuracy) <= 1 / len(held) + 1e-4
+
+
 def test_jax_on_the_gpu_takes_the_cpus_steps(tmp_path):
     """The step JAX compiles for the GPU against the same step on JAX's CPU, at the highest
     matmul precision (the loop may train in TF32; this checks the arithmetic is the same)."""

@@ -86,6 +86,18 @@ def build_trainer(config: Config):
                    reply_loss_weight=config.reply_loss_weight)
 
 
+def playing_net(trainer, batch_size: int, shapes: int = 1):
+    """The net a trainer's weights play as, following them as they train: on TensorFlow a
+    CompiledNet over the trainer's model (`shapes` compiled batch sizes up to `batch_size`);
+    on another Keras backend (JAX, where TensorFlow may be absent) ONNX Runtime's graph of
+    the weights, which takes them again at its next call whenever a step changed them."""
+    if trainer.backend != "tensorflow":
+        from architectures.onnx_net import OnnxNet
+        return OnnxNet.following(trainer.model, batch_size)
+    from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
+    return CompiledNet(trainer.model, batch_size, shapes=shapes)
+
+
 def describe_devices(config: Config, net=None) -> str:
     """Where `config`'s rules and its net run, for start-up lines: `net`'s device, or with
     none where the trainer's default back end runs it (that loads TensorFlow). Raises

@@ -31,7 +31,7 @@ import numpy as np
 
 from kernels.go_batch import KOMI_SCALE
 from training.config import Config
-from training.nets import build_trainer
+from training.nets import build_trainer, playing_net
 from training.passes import CpuTime, train_pass
 from training.replay_buffer import ReplayBuffer
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_write_text,
@@ -114,17 +114,18 @@ def open_supervised_run(config: Config, args, log=print, **options) -> "Supervis
 
 
 class SupervisedRun:
-    """A run's trainer and compiled net, resumed from the run's newest checkpoint if it has
-    one (its counters carry on), with what a pass of fixed-target training needs."""
+    """A run's trainer and the net its weights play as (training.nets.playing_net: a
+    compiled net on TensorFlow, ONNX Runtime's on JAX), resumed from the run's newest
+    checkpoint if it has one (its counters carry on), with what a pass of fixed-target
+    training needs."""
 
     def __init__(self, config: Config, run: RunDirectory, log=print, eval_batch: int = 256):
         # CPU time counts from here, as in bp_tree's loop, so a run's cpu_seconds include the
         # passes that trained it before self-play took over.
         self.cpu_time = CpuTime()
-        from architectures import CompiledNet  # deferred: TensorFlow takes seconds to import
         self.config, self.run, self.log = config, run, log
         self.trainer = build_trainer(config)
-        self.net = CompiledNet(self.trainer.model, eval_batch)
+        self.net = playing_net(self.trainer, eval_batch)
         self.counters = {"iteration": 0, "games": 0, "positions": 0, "train_steps": 0,
                          "wall_time_s": 0.0, "cpu_seconds": 0.0}
         try:
