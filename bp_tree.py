@@ -72,6 +72,7 @@ from training.learner import Learner
 from training.nets import (NetOpenError, describe_devices, playing_net, prepare_jax,
                            schedule_position, warm_start_position, with_source_shape)
 from training.passes import CpuTime
+from training.options import BACKEND_HELP
 from training.replay_buffer import chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     resolve_run_path, storage_fault)
@@ -296,9 +297,7 @@ class TrainingLoop:
         return changes
 
 
-DESCRIPTION = ("Train a Go net by batched self-play. The net trains on Keras' backend: "
-               "TensorFlow by default, JAX with the environment variable KERAS_BACKEND=jax "
-               "(what a GPU machine without TensorFlow trains with).")
+DESCRIPTION = "Train a Go net by batched self-play. " + BACKEND_HELP
 
 
 def add_arguments(parser) -> None:

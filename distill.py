@@ -28,6 +28,7 @@ from kernels.go_batch import with_komi_plane
 from training.config import Config
 from training.distillation import mean_kl, positions_per_second, teacher_targets
 from training.nets import NetOpenError, open_net
+from training.options import BACKEND_HELP
 from training.supervised import RunRefused, move_accuracy, open_supervised_run
 
 
@@ -64,8 +65,8 @@ def net_input(batch, komi_input: bool) -> np.ndarray:
 
 def main(argv=None) -> int:
     config, args = Config.from_args(
-        argv, description="Distil a teacher net into a student run.", add_arguments=add_arguments,
-        check=check)
+        argv, description="Distil a teacher net into a student run. " + BACKEND_HELP,
+        add_arguments=add_arguments, check=check)
     try:
         teacher = open_net(args.teacher, batch_size=config.num_games, log=log)
     except NetOpenError as error:

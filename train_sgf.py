@@ -22,6 +22,7 @@ import numpy as np
 
 from games.sgf_corpus import read_sgf_directory
 from training.config import Config
+from training.options import BACKEND_HELP
 from training.supervised import (RunRefused, move_accuracy, open_supervised_run, split_games,
                                  stack)
 
@@ -43,8 +44,8 @@ def check(args, parser) -> None:
 
 def main(argv=None) -> int:
     config, args = Config.from_args(
-        argv, description="Train a run's net on SGF game records.", add_arguments=add_arguments,
-        check=check)
+        argv, description="Train a run's net on SGF game records. " + BACKEND_HELP,
+        add_arguments=add_arguments, check=check)
     try:
         corpus = read_sgf_directory(args.sgf, config)
     except FileNotFoundError as error:

@@ -35,6 +35,10 @@ from architectures.quantized import INFERENCES
 DEFAULT_BOARD_SIZE = 9     # where neither a net nor --board-size sets the board
 GNUGO_LEVELS = range(0, 11)
 RUN_HELP = "run directory: a bare name means runs/NAME, a path is used as given"
+# The trainers' descriptions end with it (bp_tree.py, train_sgf.py, distill.py).
+BACKEND_HELP = ("The net trains on Keras' backend: TensorFlow by default, JAX with the "
+                "environment variable KERAS_BACKEND=jax (what a GPU machine without "
+                "TensorFlow trains with).")
 
 
 def option_name(field: str) -> str:
