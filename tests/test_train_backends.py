@@ -57,6 +57,10 @@ for state_path, steps, how, out_path in zip(*[iter(jobs)] * 4):
     print(json.dumps({"backend": trainer.backend, "stats": stats, "step": trainer.step,
                       "skipped": trainer.skipped_steps, "traces": trainer.tracing_count}))
 """ % (TARGETS,)
+# `python -c NO_TENSORFLOW script.py ARGS` runs an entry script where TensorFlow cannot be
+# imported, as on the GPU machines.
+NO_TENSORFLOW = ("import runpy, sys; sys.modules['tensorflow'] = None; "
+                 "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 CONFIG = PRESETS["tiny"].overridden(aux_heads=True, reply_head=True, train_batch_size=8,
                                     learning_rates=((0, 0.02), (2, 0.01)))
 STEPS = 4          # the schedule drops the rate at step 2; batch 2 holds a NaN
@@ -191,11 +195,9 @@ def test_the_loop_trains_on_jax_without_tensorflow_and_tensorflow_resumes_it(tmp
     machines): the loop self-plays, trains, plays its matches and checkpoints; TensorFlow (this
     process) then resumes the run from that checkpoint."""
     run = tmp_path / "run"
-    no_tensorflow = ("import runpy, sys; sys.modules['tensorflow'] = None; "
-                     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
     common = ["--run", str(run), "--preset", "tiny", "--positions_per_iteration", "64",
               "--eval_games_random", "2"]
-    jax_run = subprocess.run([sys.executable, "-c", no_tensorflow, str(ROOT / "bp_tree.py"),
+    jax_run = subprocess.run([sys.executable, "-c", NO_TENSORFLOW, str(ROOT / "bp_tree.py"),
                               *common, "--iterations", "1"],
                              env=JAX_ON_THE_CPU, capture_output=True, text=True,
                              timeout=600)
@@ -281,10 +283,8 @@ def test_supervised_training_runs_on_jax_without_tensorflow(tmp_path):
     corpus, run = tmp_path / "corpus", tmp_path / "run"
     corpus.mkdir()
     write_corpus(corpus, 10)
-    no_tensorflow = ("import runpy, sys; sys.modules['tensorflow'] = None; "
-                     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
     result = subprocess.run(
-        [sys.executable, "-c", no_tensorflow, str(ROOT / "train_sgf.py"), "--sgf", str(corpus),
+        [sys.executable, "-c", NO_TENSORFLOW, str(ROOT / "train_sgf.py"), "--sgf", str(corpus),
          "--run", str(run), "--preset", "tiny", "--komi", "0.5", "--gnugo_every", "0",
          "--iterations", "1", "--held_out", "0.3"],
         env=JAX_ON_THE_CPU, capture_output=True, text=True, timeout=600)
