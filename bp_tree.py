@@ -71,8 +71,8 @@ from training.config import Config
 from training.learner import Learner
 from training.nets import (NetOpenError, describe_devices, playing_net, prepare_jax,
                            schedule_position, warm_start_position, with_source_shape)
-from training.passes import CpuTime
 from training.options import BACKEND_HELP
+from training.passes import CpuTime
 from training.replay_buffer import chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     resolve_run_path, storage_fault)
