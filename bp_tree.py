@@ -77,37 +77,13 @@ from training.replay_buffer import chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     resolve_run_path, storage_fault)
 from training.schedule_following import follow_schedule
+from training.stopping import Stopped, stop_on_signals
 
 EXIT_REFUSED, EXIT_LOCKED, EXIT_STORAGE, EXIT_DAMAGED = 2, 3, 4, 5
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-class Stopped(BaseException):
-    """A stop signal arrived: the step in flight is dropped and the trainer exits 128 + signum.
-    A BaseException, so that no `except Exception` on the way up swallows it."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def stop_on_signals() -> None:
-    """SIGTERM, SIGINT and SIGHUP stop the trainer cleanly (main prints one line). Python runs
-    the handler between bytecodes, so a net call or a write in flight finishes first; files are
-    written atomically either way. Once stopping, further signals are ignored, so the cleanup
-    (the lock, Ray's actors) is not cut short by a second Ctrl-C or a forwarding run.sh."""
-    def handler(signum, frame):
-        for number in STOP_SIGNALS:
-            signal.signal(number, signal.SIG_IGN)
-        raise Stopped(signum)
-    for number in STOP_SIGNALS:
-        signal.signal(number, handler)
 
 
 class TrainingLoop:

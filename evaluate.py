@@ -21,6 +21,16 @@ played once with each colour.
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
+
+--follow plays `--black ckpt:latest` against --white beside a training run, on cores the
+trainer leaves idle (a GPU loop's): the match with the run's newest checkpoint, then, as soon
+as it ends, again with the checkpoint newest then, until the run's trainer has stopped and its
+last checkpoint has played (or until SIGTERM or Ctrl-C: the match in flight is dropped, exit
+128 + the signal's number). Every match has the same --seed, so each checkpoint meets the same
+openings. After each, one JSON line {"iteration", "positions", "player_b", "simulations",
+"games", "wins", "losses", "draws", "win_rate", "low", "high", "seed"} (low-high: the 95%
+Wilson interval; positions: the run's self-play positions at that checkpoint) is printed and
+appended to --output if given.
 Without --run the first model player's config sets the game, else --board-size (default 9);
 --komi sets the komi of any match. `--give P`: player A gives P points of komi in every game
 (komi + P when A is black, komi - P when white); e.g. `--give 9` around komi 7.5 plays A as
@@ -37,8 +47,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import stat
 import sys
+import time
 from pathlib import Path
 
 from games import players
@@ -50,7 +62,11 @@ from games.ratings import fit_bradley_terry, rating_table
 from training import options
 from training.config import Config
 from training.options import OneLineParser, parse_player
-from training.run_directory import atomic_write_bytes
+from training.run_directory import RunDirectory, atomic_write_bytes, resolve_run_path
+from training.stopping import Stopped, stop_on_signals
+
+# How often a follower looks for a new checkpoint or the trainer's end while it waits.
+FOLLOW_POLL_SECONDS = 2.0
 
 
 def log(message: str) -> None:
@@ -88,7 +104,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--gnugo", default=None, help="GNU Go binary (default gnugo on PATH, "
                                                       "then /usr/games/gnugo)")
     parser.add_argument("--sgf", default=None, help="directory to write each game's SGF into")
-    parser.add_argument("--output", default=None, help="with --rating: append the JSON line here")
+    parser.add_argument("--follow", action="store_true",
+                        help="with --run and --black ckpt:latest: play the match again with "
+                             "each newer checkpoint, as soon as the last match ends, until the "
+                             "run's trainer has stopped and its last checkpoint has played; a "
+                             "JSON line after each match")
+    parser.add_argument("--output", default=None,
+                        help="with --rating or --follow: append the JSON lines here")
     options.add_inference(parser)
     args = parser.parse_args(argv)
     options.check_shared(args, parser, min_sims=0)
@@ -101,6 +123,18 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error("--give is for a match between --black and --white, not --rating")
     elif not (args.player_a and args.player_b):
         parser.error("name two players with --black and --white (or use --rating)")
+    if args.follow:
+        if args.rating:
+            parser.error("--follow plays one match again and again; leave out --rating")
+        if not args.run:
+            parser.error("--follow needs --run: the run whose checkpoints it plays")
+        if str(args.player_a) != "ckpt:latest":
+            parser.error("--follow plays the run's newest checkpoint: --black ckpt:latest")
+        if args.player_b.kind == "ckpt":
+            parser.error("--follow: --white must not be a checkpoint of the run (it would be "
+                         "taken once, while --black moves on); use a model file")
+        if args.sgf:
+            parser.error("--sgf is for one match, not --follow")
     if args.run and args.board_size is not None:
         parser.error("--board-size is for games without --run (the run's net knows its board)")
     for name in ("games", "parallel", "checkpoints"):
@@ -201,6 +235,8 @@ def write_output(path: str, line: str) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
+        if args.follow:
+            return follow(args)
         return play(args)
     except players.SetupError as error:
         raise SystemExit(f"evaluate: {error}") from None
@@ -227,6 +263,20 @@ def play(args: argparse.Namespace) -> int:
     entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log,
                                           inference=args.inference)
     check_gnugo(args, [name_a, name_b])
+    report = match(args, config, (entry_a, name_a), (entry_b, name_b), games, simulations,
+                   parallel)
+    if args.sgf:
+        write_sgf(args.sgf, report)
+    if report.games == 0:
+        raise SystemExit("evaluate: no game could be counted (see the messages above)")
+    return 0
+
+
+def match(args, config: Config, a: tuple, b: tuple, games: int, simulations: int,
+          parallel: int):
+    """One match between the players `a` and `b` ((make_player entry, name) each): its
+    conditions in a line, then the report's summary; the report."""
+    (entry_a, name_a), (entry_b, name_b) = a, b
     if name_a == name_b:
         name_a, name_b = f"A {name_a}", f"B {name_b}"
     nets = "ckpt" in (name_a + name_b) or "model" in (name_a + name_b)
@@ -246,12 +296,82 @@ def play(args: argparse.Namespace) -> int:
                            give=args.give, log=log)
     except GnuGoError as error:
         raise SystemExit(f"evaluate: GNU Go cannot play: {error}") from None
-    print(report.summary())
-    if args.sgf:
-        write_sgf(args.sgf, report)
-    if report.games == 0:
-        raise SystemExit("evaluate: no game could be counted (see the messages above)")
-    return 0
+    print(report.summary(), flush=True)
+    return report
+
+
+def follow(args: argparse.Namespace) -> int:
+    """--follow: the match with each newest checkpoint of --run in turn (the module's
+    docstring), until the trainer has stopped and its last checkpoint has played."""
+    stop_on_signals()
+    run = RunDirectory(resolve_run_path(args.run), log=log)
+    try:
+        while not run.checkpoint_iterations():
+            if not run.trainer_running():
+                raise SystemExit(f"evaluate: {run.path} has no checkpoint and no trainer is "
+                                 f"running in it")
+            time.sleep(FOLLOW_POLL_SECONDS)
+    except Stopped as stop:
+        log(f"evaluate: stopped by {signal.Signals(stop.signum).name} before the first "
+            f"checkpoint")
+        return 128 + stop.signum
+    config, run_path = load_config(args)
+    simulations = config.resolved_play_simulations if args.sims is None else args.sims
+    games = args.games or 50
+    parallel = min(games, args.parallel or 32)
+    checkpoints = players.Checkpoints(run_path, parallel, log=log, inference=args.inference)
+    opponent = players.match_entry(args.player_b, config, None, parallel, log=log,
+                                   inference=args.inference)
+    check_gnugo(args, [opponent[1]])
+    played, playing = None, None
+    try:
+        while True:
+            # The trainer's state first: a checkpoint it wrote before stopping is then listed.
+            running = run.trainer_running()
+            iterations = run.checkpoint_iterations()
+            if iterations and iterations[-1] != played:
+                playing = iterations[-1]
+                checkpoints.loaded.clear()      # one checkpoint's net in memory at a time
+                try:
+                    entry = checkpoints.net(playing)
+                except players.SetupError as error:
+                    # Removed as the trainer kept its last few, or damaged: the next one.
+                    log(f"evaluate: checkpoint {playing} cannot play ({error})")
+                    played = playing
+                    continue
+                report = match(args, config, (entry, f"ckpt:{playing}"), opponent, games,
+                               simulations, parallel)
+                played, playing = playing, None
+                line = json.dumps(follow_record(run, played, opponent[1], simulations, report,
+                                                args.seed))
+                print(line, flush=True)
+                if args.output:
+                    write_output(args.output, line)
+            elif not running:
+                log(f"evaluate: {run.path}'s trainer has stopped; its last checkpoint, "
+                    f"{played}, has played")
+                return 0
+            else:
+                time.sleep(FOLLOW_POLL_SECONDS)
+    except Stopped as stop:
+        dropped = (f"during the match of checkpoint {playing}, which is dropped"
+                   if playing is not None else "between matches")
+        log(f"evaluate: stopped by {signal.Signals(stop.signum).name} {dropped}")
+        return 128 + stop.signum
+
+
+def follow_record(run, iteration: int, opponent: str, simulations: int, report,
+                  seed: int) -> dict:
+    """The JSON line of a followed match: the checkpoint, the run's positions at it (from
+    its metrics line, where there is one), the opponent, and the result."""
+    positions = next((record["positions"] for record in run.read_metrics()
+                      if record.get("iteration") == iteration and "positions" in record), None)
+    low, high = report.interval()
+    return {"iteration": iteration, "positions": positions, "player_b": opponent,
+            "simulations": simulations, "games": report.games, "wins": report.wins,
+            "losses": report.losses, "draws": report.draws,
+            "win_rate": round(report.win_rate, 4), "low": round(low, 4),
+            "high": round(high, 4), "seed": seed}
 
 
 def rating(args, config, checkpoints: players.Checkpoints, games: int, simulations: int,

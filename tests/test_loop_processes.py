@@ -256,6 +256,35 @@ def test_the_lock_and_the_run_directory_refuse_before_tensorflow_loads(tmp_path)
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
+
+def test_readers_see_whether_a_trainer_holds_the_run_without_taking_its_lock(tmp_path):
+    # What `evaluate.py --follow` waits on. The holder is another process, killed with
+    # SIGKILL: the kernel frees its lock, and the PID it wrote stays in the file.
+    from training.run_directory import RunDirectory, RunLocked
+    run = RunDirectory(tmp_path / "run")
+    assert not run.trainer_running()          # no trainer.lock yet
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from training.run_directory import RunDirectory; "
+         f"held = RunDirectory({str(run.path)!r}); held.lock(); print('held', flush=True); "
+         "sys.stdin.read()"],
+        cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert run.trainer_running() and run.trainer_running()
+        with pytest.raises(RunLocked):         # looking took nothing from the holder
+            run.lock()
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert (run.path / "trainer.lock").read_text().strip() == str(holder.pid)
+    assert not run.trainer_running()
+    run.lock()
+    try:
+        assert run.trainer_running()
+    finally:
+        run.unlock()
+    assert not run.trainer_running()
+
 def fake_project(tmp_path: Path, script: str) -> Path:
     """A copy of run.sh beside a stand-in build.sh and bp_tree.py (what `script` does)."""
     project = tmp_path / "project"

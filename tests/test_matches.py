@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -177,7 +179,14 @@ def test_cli_refuses_bad_arguments():
     import evaluate
     for argv in (["--black", "random"], ["--rating"], ["--black", "random", "--white", "random",
                                                         "--games", "0"],
-                 ["--run", "r", "--rating", "--give", "3"]):
+                 ["--run", "r", "--rating", "--give", "3"],
+                 # --follow plays the run's newest checkpoint against a fixed opponent.
+                 ["--black", "ckpt:latest", "--white", "random", "--follow"],
+                 ["--run", "r", "--black", "ckpt:3", "--white", "random", "--follow"],
+                 ["--run", "r", "--black", "ckpt:latest", "--white", "ckpt:2", "--follow"],
+                 ["--run", "r", "--rating", "--follow"],
+                 ["--run", "r", "--black", "ckpt:latest", "--white", "random", "--follow",
+                  "--sgf", "games"]):
         with pytest.raises(SystemExit) as stopped, contextlib.redirect_stderr(io.StringIO()):
             evaluate.parse_args(argv)
         assert stopped.value.code == 2
@@ -436,3 +445,73 @@ def test_cli_plays_two_models_with_different_input_planes(tiny_run, tmp_path):
                               "--games", "4", "--sims", "4"])
     assert code == 0
     assert "A = model:plain.npz, B = model:planes.npz: 4 games" in out.getvalue()
+
+
+# ---------------------------------------------------------------- --follow beside a trainer
+
+def follow_lines(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def test_follow_plays_each_newer_checkpoint_until_the_trainer_stops(tmp_path):
+    # A real trainer and a real follower, as two processes: the follower waits for the first
+    # checkpoint, plays whichever is newest when a match ends, and stops only after the
+    # trainer's last checkpoint has played. Each line's match is checked against the same
+    # match played afterwards by a plain evaluate.py, and its positions against the run's
+    # metrics.
+    run, output = tmp_path / "run", tmp_path / "follow.jsonl"
+    iterations = 6
+    trainer = subprocess.Popen(
+        [sys.executable, "bp_tree.py", "--run", str(run), "--preset", "tiny", "--iterations",
+         str(iterations), "--gnugo-every", "0", "--checkpoints-to-keep", str(iterations)],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):      # the follower starts once the trainer holds the run
+            if (run / "trainer.lock").exists():
+                break
+            assert trainer.poll() is None, trainer.stderr.read()
+            time.sleep(0.05)
+        follower = subprocess.run(
+            [sys.executable, "evaluate.py", "--run", str(run), "--black", "ckpt:latest",
+             "--white", "random", "--games", "4", "--sims", "3", "--seed", "5", "--follow",
+             "--inference", "float32", "--output", str(output)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        trainer.wait(timeout=300)
+    assert trainer.returncode == 0, trainer.stderr.read()
+    assert follower.returncode == 0, follower.stderr
+    lines = follow_lines(follower.stdout)
+    assert [json.loads(line) for line in output.read_text().splitlines()] == lines
+    played = [line["iteration"] for line in lines]
+    assert played == sorted(set(played)) and played[-1] == iterations, played
+    assert f"its last checkpoint, {iterations}, has played" in follower.stderr
+    metrics = {record["iteration"]: record for record in
+               map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
+    for line in lines:
+        assert line["positions"] == metrics[line["iteration"]]["positions"]
+        assert line["wins"] + line["losses"] + line["draws"] == line["games"] == 4
+        plain = subprocess.run(
+            [sys.executable, "evaluate.py", "--run", str(run), "--black",
+             f"ckpt:{line['iteration']}", "--white", "random", "--games", "4", "--sims", "3",
+             "--seed", "5", "--inference", "float32"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+        assert plain.returncode == 0, plain.stderr
+        assert (f"A wins {line['wins']}, loses {line['losses']}, draws {line['draws']}"
+                in plain.stdout), (line, plain.stdout)
+
+
+def test_a_stopped_follower_drops_the_match_in_flight_and_writes_no_line(tiny_run, tmp_path):
+    output = tmp_path / "follow.jsonl"
+    follower = subprocess.Popen(
+        [sys.executable, "evaluate.py", "--run", str(tiny_run), "--black", "ckpt:latest",
+         "--white", "random", "--games", "2000", "--sims", "50", "--follow", "--inference",
+         "float32", "--output", str(output)],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    header = follower.stdout.readline()      # the match's line: it is playing
+    assert "2000 games" in header, header + follower.stderr.read()
+    follower.send_signal(signal.SIGTERM)
+    stdout, stderr = follower.communicate(timeout=120)
+    assert follower.returncode == 128 + signal.SIGTERM, stderr
+    assert stderr.splitlines()[-1] == ("evaluate: stopped by SIGTERM during the match of "
+                                       "checkpoint 1, which is dropped")
+    assert not follow_lines(stdout) and not output.exists()

@@ -213,6 +213,31 @@ class RunDirectory:
             self._lock_handle.close()   # closing the descriptor releases the flock
             self._lock_handle = None
 
+    def trainer_running(self) -> bool:
+        """Whether a trainer holds the run's lock now, seen without taking it: a reader that
+        took it even for a moment could make a trainer starting then refuse the run. Read off
+        the kernel's table of file locks (/proc/locks: an FLOCK on trainer.lock's inode);
+        where there is no such table, whether the PID written in trainer.lock is alive."""
+        try:
+            inode = os.stat(self.lock_path).st_ino
+        except FileNotFoundError:
+            return False
+        try:
+            table = Path("/proc/locks").read_text()
+        except OSError:
+            table = None
+        if table is not None:
+            # "1: FLOCK  ADVISORY  WRITE 2699 fe:00:2147076 0 EOF"; a waiter's line has "->".
+            held = (line.replace("->", " ").split() for line in table.splitlines())
+            return any(len(fields) > 5 and fields[1] == "FLOCK"
+                       and fields[5].rsplit(":", 1)[-1] == str(inode) for fields in held)
+        try:
+            pid = int(self.lock_path.read_text().split()[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError, IndexError):
+            return False
+        return True
+
     # Config and revision.
 
     def prepare(self, config: Config, overrides: dict | None = None) -> Config:

@@ -1,0 +1,32 @@
+"""How an entry script that runs until stopped (the trainer, a match that follows a run)
+stops on a signal: SIGTERM, SIGINT (Ctrl-C) and SIGHUP raise `Stopped` in the main thread,
+the script catches it where it can say in one line what was dropped, and exits 128 + the
+signal's number, as a shell reports a process a signal ended."""
+from __future__ import annotations
+
+import signal
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived: the work in flight is dropped and the script exits 128 +
+    signum. A BaseException, so that no `except Exception` on the way up swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def stop_on_signals() -> None:
+    """SIGTERM, SIGINT and SIGHUP raise Stopped. Python runs the handler between bytecodes,
+    so a net call or a write in flight finishes first; files are written atomically either
+    way. Once stopping, further signals are ignored, so the cleanup (a lock, child processes,
+    Ray's actors) is not cut short by a second Ctrl-C or a forwarding run.sh."""
+    def handler(signum, frame):
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
+        raise Stopped(signum)
+    for number in STOP_SIGNALS:
+        signal.signal(number, handler)
+
