@@ -6,9 +6,10 @@
 # are printed.
 #
 #   benchmarks/gpu_train.sh fetch
-#       here, where pip reaches PyPI: the wheels the GPU machine lacks (Keras and the two of
-#       its needs that the image has not, and sgfmill) into .whl/, for Python 3.12 there
-#       (.git/info/exclude keeps .whl/ out of git; the device call carries it).
+#       here, where pip reaches PyPI and apt-get Debian's archive: the wheels the GPU machine
+#       lacks (Keras and the two of its needs that the image has not, and sgfmill), for
+#       Python 3.12 there, and Debian's gnugo package with the readline library it links,
+#       into .whl/ (.git/info/exclude keeps .whl/ out of git; the device call carries it).
 #   benchmarks/gpu_train.sh run MINUTES [bp_tree.py arguments]
 #       on the GPU machine: installs the wheels, builds the extensions, runs the GPU tests,
 #       then the loop for MINUTES, fewer where the call's 570 s (GPU_CALL_SECONDS) would not
@@ -32,13 +33,25 @@
 #       `more M --run runs/NAME` resumes with its optimizer, counters and place in the
 #       schedule, the replay buffer refilled by self-play.)
 #
+# While the loop trains, GNU Go plays its checkpoints on the machine's idle CPU cores (all but
+# two, at a lower priority): `evaluate.py --follow` plays the run's newest checkpoint against
+# GPU_MATCH (gnugo:10; empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400)
+# simulations a move, float32, seed GPU_MATCH_SEED (61: other openings than the CPU checks'
+# 50, 51 and 0), then again with the checkpoint newest then, and so on. Its lines come back
+# in matches.log, one JSON line per match; a match still playing when the call must end is
+# dropped. GNU Go is the carried Debian package, unpacked in /tmp/gnugo_root (its binary
+# run through a wrapper that puts the carried readline on the library path); without it the
+# loop trains alone.
+#
 #   benchmarks/gpu_train.sh rehearse run|more MINUTES [arguments]
 #       here, on this machine's CPU, before device time is spent on it: the same call with
 #       the rules and the self-play net on the CPU (--backend cpu), Keras on JAX with
 #       TensorFlow blocked as the device lacks it, this checkout's .venv and build, no GPU
 #       tests, and 64 games of 2,048-position iterations unless GPU_GAMES and GPU_POSITIONS
-#       say otherwise; the figures are the CPU's. It checks the arguments, the stop, what is
-#       copied back and the figures, and that the run goes on under `more`.
+#       say otherwise, the followed matches 4 games at 16 simulations (GPU_MATCH_GAMES,
+#       GPU_MATCH_SIMS) with the carried GNU Go where .whl/ holds it; the figures are the
+#       CPU's, slowed by the matches beside the loop. It checks the arguments, the stop, what
+#       is copied back and the figures, and that the run goes on under `more`.
 #
 #   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
 #       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
@@ -63,17 +76,26 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
+DEBS=(gnugo libreadline8)   # GNU Go and the one library it links that the image may lack
 REHEARSAL=""
 [ "${1:-}" = rehearse ] && REHEARSAL=cpu
 if [ -n "$REHEARSAL" ]; then
     PY=${PYTHON:-.venv/bin/python}
     GAMES=${GPU_GAMES:-64}
     POSITIONS=${GPU_POSITIONS:-2048}
+    MATCH_GAMES=${GPU_MATCH_GAMES:-4}
+    MATCH_SIMS=${GPU_MATCH_SIMS:-16}
+    # The loop cannot import TensorFlow, as on the device; nor can the followed matches.
+    SCRIPT=("$PY" -c "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 else
     PY=${PYTHON:-python3}
     GAMES=${GPU_GAMES:-512}         # games in flight, for the loop and for the shapes' self-play
     POSITIONS=${GPU_POSITIONS:-16384}   # positions an iteration
+    MATCH_GAMES=${GPU_MATCH_GAMES:-40}
+    MATCH_SIMS=${GPU_MATCH_SIMS:-400}
+    SCRIPT=("$PY")
 fi
+MATCH=${GPU_MATCH-gnugo:10}
 BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
 
 fetch() {
@@ -85,7 +107,43 @@ fetch() {
             --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$wheel" \
             || { echo "gpu_train.sh: could not download $wheel" >&2; exit 1; }
     done
+    # This machine's Debian packages (x86-64, as the device): apt-get's lists first where
+    # they are missing or stale.
+    rm -f .whl/*.deb
+    (cd .whl && apt-get download "${DEBS[@]}" 2>/dev/null) \
+        || { apt-get update -qq && (cd .whl && apt-get download "${DEBS[@]}"); } \
+        || { echo "gpu_train.sh: could not download ${DEBS[*]} with apt-get" >&2; exit 1; }
     ls -l .whl
+}
+
+# The carried GNU Go (.whl/*.deb) unpacked in /tmp/gnugo_root, run through a wrapper that puts
+# the carried libraries first on the library path. Sets GNUGO to the wrapper where it answers
+# GTP, else to nothing (then no matches are followed); what it found goes to device.txt too.
+carried_gnugo() {
+    GNUGO=""
+    [ -n "$MATCH" ] || return 0
+    carried_gnugo_found 2>&1 | tee -a "$OUT/device.txt"
+    [ -x /tmp/gnugo_root/gnugo ] && GNUGO=/tmp/gnugo_root/gnugo
+    return 0
+}
+
+carried_gnugo_found() {
+    local root=/tmp/gnugo_root deb
+    rm -rf "$root"
+    ls .whl/gnugo_*.deb >/dev/null 2>&1 || { echo "no GNU Go in .whl/ (gpu_train.sh fetch): no matches"; return; }
+    mkdir -p "$root"
+    for deb in .whl/*.deb; do dpkg -x "$deb" "$root" || { echo "cannot unpack $deb: no matches"; rm -f "$root/gnugo"; return; }; done
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/usr/games/gnugo "$@"\n' \
+        "$root" "$root" > "$root/gnugo"
+    chmod +x "$root/gnugo"
+    if printf 'name\nversion\nquit\n' | "$root/gnugo" --mode gtp 2>&1 | grep -q "^= GNU Go"; then
+        GNUGO=$root/gnugo
+        echo "GNU Go $("$root/gnugo" --version 2>/dev/null | head -n 1 | awk '{print $3}') carried, in $root"
+    else
+        echo "the carried GNU Go does not run here: no matches"
+        printf 'name\nquit\n' | "$root/gnugo" --mode gtp 2>&1 | head -n 3
+        rm -f "$root/gnugo"
+    fi
 }
 
 # What both calls need on the GPU machine: the device named, the wheels installed, Keras on
@@ -102,6 +160,7 @@ setup() {
         stage "rehearsal on this machine's CPU"
         export KERAS_BACKEND=jax TF_CPP_MIN_LOG_LEVEL=2
         export JAX_COMPILATION_CACHE_DIR=/tmp/gpu_train_rehearsal_jax_cache
+        carried_gnugo
         return
     fi
     stage "device"
@@ -119,6 +178,7 @@ setup() {
     # back to the CPU without a word when its CUDA plugin is missing.
     "$PY" -c "import jax; devices = jax.devices(); assert jax.default_backend() == 'gpu', devices; import keras, cupy; print('JAX', jax.__version__, devices, '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" \
         | tee -a "$OUT/device.txt" || { echo "gpu_train.sh: JAX, Keras or CuPy is not usable on the GPU" >&2; exit 1; }
+    carried_gnugo
 
     stage "build"
     # The build's log comes back only when it failed: $OUT returns at most 8 files.
@@ -128,18 +188,19 @@ setup() {
 }
 
 # Which net the GPU can afford to train: benchmarks/bench_shapes.py on the CUDA rules and
-# JAX at the loop's games, for at most SECONDS, its lines kept in $OUT/shapes.log.
+# JAX at the loop's games, for at most SECONDS, its lines added to LOG (after a loop its
+# loop.log: $OUT brings back 8 files).
 time_shapes() {
-    local seconds=$1
-    shift
+    local seconds=$1 log=$2
+    shift 2
     stage "bench_shapes.py $* (at most $seconds s)"
     timeout -k 10 "$seconds" "$PY" benchmarks/bench_shapes.py --backend cuda \
-        --games "$GAMES" --batch "$BATCH" "$@" 2>&1 | tee "$OUT/shapes.log"
+        --games "$GAMES" --batch "$BATCH" "$@" 2>&1 | tee -a "$log"
 }
 
 shapes() {
     setup
-    time_shapes "${GPU_SHAPES_SECONDS:-400}" "$@"
+    time_shapes "${GPU_SHAPES_SECONDS:-400}" "$OUT/shapes.log" "$@"
     stage "done"
 }
 
@@ -180,6 +241,57 @@ loop_arguments() {
     case "$name" in */*|.*) RUN_DIR=$name ;; *) RUN_DIR=runs/$name ;; esac
 }
 
+# The followed matches (the header's GPU_MATCH): evaluate.py --follow on the run, once its
+# trainer has taken the run (a `more` call's run has checkpoints already: the first match
+# plays the one the last call left), on all cores but two where there are four or more, at
+# a lower priority than the loop, to $OUT/matches.log. Sets FOLLOWER to its PID, or nothing.
+follow_matches() {
+    FOLLOWER=""
+    [ -n "$MATCH" ] || return 0
+    case "$MATCH" in
+        gnugo:*) [ -n "$GNUGO" ] || { echo "gpu_train.sh: no GNU Go: no matches beside the loop"; return 0; } ;;
+    esac
+    local cores pin=()
+    cores=$(nproc)
+    [ "$cores" -ge 4 ] && pin=(taskset -c "2-$((cores - 1))")
+    (
+        for _ in $(seq 120); do [ -e "$RUN_DIR/trainer.lock" ] && break; sleep 1; done
+        exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
+            --black ckpt:latest --white "$MATCH" --games "$MATCH_GAMES" \
+            --sims "$MATCH_SIMS" --parallel "$MATCH_GAMES" --seed "${GPU_MATCH_SEED:-61}" \
+            --inference float32 ${GNUGO:+--gnugo "$GNUGO"} --follow
+    ) > "$OUT/matches.log" 2>&1 &
+    FOLLOWER=$!
+    echo "matches beside the loop: ckpt:latest against $MATCH, $MATCH_GAMES games at $MATCH_SIMS simulations (PID $FOLLOWER${pin:+, cores 2-$((cores - 1))})"
+}
+
+# After the loop: the follower plays on (the run's last checkpoint, if it has not yet) for
+# GPU_MATCH_AFTER seconds (30: the GPU idles meanwhile), or less where the call's budget
+# would not leave time for the rest, then SIGTERM drops the match in flight.
+end_matches() {
+    [ -n "$FOLLOWER" ] || return 0
+    local deadline=$((started + ${GPU_CALL_SECONDS:-570} - 10)) after
+    [ -n "${GPU_SHAPES:-}" ] && deadline=$((deadline - ${GPU_SHAPES_SECONDS:-150}))
+    after=$(($(date +%s) + ${GPU_MATCH_AFTER:-30}))
+    [ "$after" -lt "$deadline" ] && deadline=$after
+    stage "the matches: until the follower ends, or at most $((deadline - $(date +%s))) s"
+    while kill -0 "$FOLLOWER" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
+    kill -TERM "$FOLLOWER" 2>/dev/null
+    wait "$FOLLOWER"
+    grep "^evaluate: " "$OUT/matches.log" | tail -n 3
+    "$PY" - "$OUT/matches.log" <<'EOF'
+import json, sys
+matches = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+for m in matches:
+    positions = f"{m['positions']:,}" if m["positions"] is not None else "?"
+    print(f"checkpoint {m['iteration']} ({positions} positions) against {m['player_b']} at "
+          f"{m['simulations']} simulations: {m['wins'] + m['draws'] / 2:g}/{m['games']} = "
+          f"{m['win_rate']:.1%} (95% {m['low']:.1%}-{m['high']:.1%})")
+if not matches:
+    print("no match was completed")
+EOF
+}
+
 # The run's newest checkpoint (ckpt_NNNNNN.npz, numbered so that names sort as iterations),
 # or nothing.
 newest_checkpoint() {
@@ -206,9 +318,8 @@ train() {
     newest=$(newest_checkpoint)
     [ -n "$newest" ] && before=$((10#$(basename "$newest" .npz | sed 's/^ckpt_//')))
     stage "the loop for $loop_seconds s: bp_tree.py ${LOOP_ARGS[*]}"
-    local loop=("$PY" bp_tree.py --backend cuda)
-    # The rehearsal's loop cannot import TensorFlow, as on the device.
-    [ -n "$REHEARSAL" ] && loop=("$PY" -c "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')" bp_tree.py --backend cpu)
+    local loop=("${SCRIPT[@]}" bp_tree.py --backend "${REHEARSAL:-cuda}")
+    follow_matches
     # The match against random plays on the CPU (7.5 s a match on the H200's machine): every
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "${loop[@]}" --gnugo-every 0 \
@@ -253,8 +364,10 @@ print(f"self-play {positions / max(selfplay, 1e-9):,.0f} kept positions/s "
       f"samples/s ({training / wall:.0%} of wall time)")
 print(f"positions per GPU-minute of the loop: {positions / (wall / 60):,.0f}")
 EOF
-    # The model is home; the rest of the call's minutes time the candidate nets.
-    [ -n "${GPU_SHAPES:-}" ] && time_shapes "${GPU_SHAPES_SECONDS:-150}" --shapes "$GPU_SHAPES"
+    # The model is home; the rest of the call's minutes finish the match in flight and time
+    # the candidate nets.
+    end_matches
+    [ -n "${GPU_SHAPES:-}" ] && time_shapes "${GPU_SHAPES_SECONDS:-150}" "$OUT/loop.log" --shapes "$GPU_SHAPES"
     stage "done"
 }
 
