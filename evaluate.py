@@ -21,6 +21,10 @@ played once with each colour.
 that are kept) and the random player, optionally GNU Go levels (`--gnugo-levels 0,5`), fits
 Bradley-Terry ratings on the Elo scale with random anchored at 0 and prints the table, then one
 JSON line {"iteration": I, "elo": R} for the newest checkpoint (appended to --output if given).
+Without --run the first model player's config sets the game, else --board-size (default 9);
+--komi sets the komi of any match. `--give P`: player A gives P points of komi in every game
+(komi + P when A is black, komi - P when white); e.g. `--give 9` around komi 7.5 plays A as
+black at komi 16.5 and as white at -1.5. A net that reads the komi sees each game's.
 
 --follow plays `--black ckpt:latest` against --white beside a training run, on cores the
 trainer leaves idle (a GPU loop's): the match with the run's newest checkpoint, then, as soon
@@ -31,10 +35,6 @@ openings. After each, one JSON line {"iteration", "positions", "player_b", "simu
 "games", "wins", "losses", "draws", "win_rate", "low", "high", "seed"} (low-high: the 95%
 Wilson interval; positions: the run's self-play positions at that checkpoint) is printed and
 appended to --output if given.
-Without --run the first model player's config sets the game, else --board-size (default 9);
---komi sets the komi of any match. `--give P`: player A gives P points of komi in every game
-(komi + P when A is black, komi - P when white); e.g. `--give 9` around komi 7.5 plays A as
-black at komi 16.5 and as white at -1.5. A net that reads the komi sees each game's.
 
 Everything that can be checked before the first game is: flags and their ranges, the GNU Go
 levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
@@ -348,8 +348,8 @@ def follow(args: argparse.Namespace) -> int:
                 if args.output:
                     write_output(args.output, line)
             elif not running:
-                log(f"evaluate: {run.path}'s trainer has stopped; its last checkpoint, "
-                    f"{played}, has played")
+                log(f"evaluate: {run.path}'s trainer has stopped, and no checkpoint after "
+                    f"{played} is left to play")
                 return 0
             else:
                 time.sleep(FOLLOW_POLL_SECONDS)

@@ -253,7 +253,7 @@ follow_matches() {
     esac
     local cores pin=()
     cores=$(nproc)
-    [ "$cores" -ge 4 ] && pin=(taskset -c "2-$((cores - 1))")
+    [ "$cores" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c "2-$((cores - 1))")
     (
         for _ in $(seq 120); do [ -e "$RUN_DIR/trainer.lock" ] && break; sleep 1; done
         exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
