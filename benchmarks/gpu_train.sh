@@ -256,7 +256,8 @@ follow_matches() {
     [ "$cores" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c "2-$((cores - 1))")
     (
         for _ in $(seq 120); do [ -e "$RUN_DIR/trainer.lock" ] && break; sleep 1; done
-        exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
+        # It plays on the CPU alone: no CUDA context of its own on the loop's card.
+        CUDA_VISIBLE_DEVICES="" exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
             --black ckpt:latest --white "$MATCH" --games "$MATCH_GAMES" \
             --sims "$MATCH_SIMS" --parallel "$MATCH_GAMES" --seed "${GPU_MATCH_SEED:-61}" \
             --inference float32 ${GNUGO:+--gnugo "$GNUGO"} --follow
