@@ -242,22 +242,31 @@ def main(argv=None) -> int:
         raise SystemExit(f"evaluate: {error}") from None
 
 
-def play(args: argparse.Namespace) -> int:
-    config, run_path = load_config(args)
-    # As --sims's help says: the net's play budget (a model file's --play-simulations), else
-    # its self-play simulations; 0 is allowed here (the policy alone).
+def match_size(args: argparse.Namespace, config: Config) -> tuple[int, int, int]:
+    """(simulations, games, games at once) of a match or of each pair of a rating. As
+    --sims's help says: the net's play budget (a model file's --play-simulations), else its
+    self-play simulations; 0 is allowed here (the policy alone)."""
     simulations = config.resolved_play_simulations if args.sims is None else args.sims
     games = args.games or (20 if args.rating else 50)
-    parallel = min(games, args.parallel or 32)
+    return simulations, games, min(games, args.parallel or 32)
+
+
+def checked_give(args: argparse.Namespace, config: Config) -> None:
+    try:
+        check_give(args.give, config.board_size)
+    except ValueError as error:
+        raise SystemExit(f"evaluate: --give: {error}") from None
+
+
+def play(args: argparse.Namespace) -> int:
+    config, run_path = load_config(args)
+    simulations, games, parallel = match_size(args, config)
     checkpoints = (players.Checkpoints(run_path, parallel, log=log, inference=args.inference)
                    if run_path else None)
     if args.rating:
         check_gnugo(args, [f"gnugo:{level}" for level in args.gnugo_levels])
         return rating(args, config, checkpoints, games, simulations, parallel)
-    try:
-        check_give(args.give, config.board_size)
-    except ValueError as error:
-        raise SystemExit(f"evaluate: --give: {error}") from None
+    checked_give(args, config)
     entry_a, name_a = players.match_entry(args.player_a, config, checkpoints, parallel, log=log,
                                           inference=args.inference)
     entry_b, name_b = players.match_entry(args.player_b, config, checkpoints, parallel, log=log,
@@ -305,48 +314,52 @@ def follow(args: argparse.Namespace) -> int:
     docstring), until the trainer has stopped and its last checkpoint has played."""
     stop_on_signals()
     run = RunDirectory(resolve_run_path(args.run), log=log)
+    # The newest checkpoint taken up, and the one whose match is in flight until its line is
+    # written.
+    played = playing = None
     try:
+        # GNU Go is checked before the wait: the first checkpoint may be minutes away.
+        check_gnugo(args, [str(args.player_b)])
         while not run.checkpoint_iterations():
-            if not run.trainer_running():
+            # The trainer's state first: a checkpoint it wrote before stopping is then listed.
+            running = run.trainer_running()
+            if run.checkpoint_iterations():
+                break
+            if not running:
                 raise SystemExit(f"evaluate: {run.path} has no checkpoint and no trainer is "
                                  f"running in it")
             time.sleep(FOLLOW_POLL_SECONDS)
-    except Stopped as stop:
-        log(f"evaluate: stopped by {signal.Signals(stop.signum).name} before the first "
-            f"checkpoint")
-        return 128 + stop.signum
-    config, run_path = load_config(args)
-    simulations = config.resolved_play_simulations if args.sims is None else args.sims
-    games = args.games or 50
-    parallel = min(games, args.parallel or 32)
-    checkpoints = players.Checkpoints(run_path, parallel, log=log, inference=args.inference)
-    opponent = players.match_entry(args.player_b, config, None, parallel, log=log,
-                                   inference=args.inference)
-    check_gnugo(args, [opponent[1]])
-    played, playing = None, None
-    try:
+        config, run_path = load_config(args)
+        simulations, games, parallel = match_size(args, config)
+        checked_give(args, config)
+        opponent = players.match_entry(args.player_b, config, None, parallel, log=log,
+                                       inference=args.inference)
         while True:
-            # The trainer's state first: a checkpoint it wrote before stopping is then listed.
             running = run.trainer_running()
             iterations = run.checkpoint_iterations()
             if iterations and iterations[-1] != played:
-                playing = iterations[-1]
-                checkpoints.loaded.clear()      # one checkpoint's net in memory at a time
+                playing = played = iterations[-1]
                 try:
-                    entry = checkpoints.net(playing)
+                    # A checkpoint source of its own each time: one net in memory at once.
+                    entry = players.Checkpoints(run_path, parallel, log=log,
+                                                inference=args.inference).net(playing)
                 except players.SetupError as error:
                     # Removed as the trainer kept its last few, or damaged: the next one.
                     log(f"evaluate: checkpoint {playing} cannot play ({error})")
-                    played = playing
+                    playing = None
                     continue
                 report = match(args, config, (entry, f"ckpt:{playing}"), opponent, games,
                                simulations, parallel)
-                played, playing = playing, None
-                line = json.dumps(follow_record(run, played, opponent[1], simulations, report,
-                                                args.seed))
-                print(line, flush=True)
-                if args.output:
-                    write_output(args.output, line)
+                if report.games:
+                    line = json.dumps(follow_record(run, playing, opponent[1], simulations,
+                                                    report, args.seed))
+                    print(line, flush=True)
+                    if args.output:
+                        write_output(args.output, line)
+                else:
+                    log(f"evaluate: no game of checkpoint {playing}'s match could be counted "
+                        f"(see the messages above); no line for it")
+                playing = None
             elif not running:
                 log(f"evaluate: {run.path}'s trainer has stopped, and no checkpoint after "
                     f"{played} is left to play")
@@ -355,7 +368,8 @@ def follow(args: argparse.Namespace) -> int:
                 time.sleep(FOLLOW_POLL_SECONDS)
     except Stopped as stop:
         dropped = (f"during the match of checkpoint {playing}, which is dropped"
-                   if playing is not None else "between matches")
+                   if playing is not None else
+                   "between matches" if played is not None else "before the first match")
         log(f"evaluate: stopped by {signal.Signals(stop.signum).name} {dropped}")
         return 128 + stop.signum
 

@@ -76,7 +76,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
-DEBS=(gnugo libreadline8)   # GNU Go and the one library it links that the image may lack
 REHEARSAL=""
 [ "${1:-}" = rehearse ] && REHEARSAL=cpu
 if [ -n "$REHEARSAL" ]; then
@@ -107,43 +106,51 @@ fetch() {
             --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$wheel" \
             || { echo "gpu_train.sh: could not download $wheel" >&2; exit 1; }
     done
-    # This machine's Debian packages (x86-64, as the device): apt-get's lists first where
+    # This machine's Debian packages (x86-64, as the device): GNU Go, and the readline its
+    # package links, which the GPU machine's image may lack (its name as gnugo's package
+    # says: libreadline8 in Debian 12, libreadline8t64 later). apt-get's lists first where
     # they are missing or stale.
     rm -f .whl/*.deb
-    (cd .whl && apt-get download "${DEBS[@]}" 2>/dev/null) \
-        || { apt-get update -qq && (cd .whl && apt-get download "${DEBS[@]}"); } \
-        || { echo "gpu_train.sh: could not download ${DEBS[*]} with apt-get" >&2; exit 1; }
+    (cd .whl && apt-get download gnugo 2>/dev/null) \
+        || { apt-get update -qq && (cd .whl && apt-get download gnugo); } \
+        || { echo "gpu_train.sh: could not download gnugo with apt-get" >&2; exit 1; }
+    local readline
+    readline=$(dpkg-deb -f .whl/gnugo_*.deb Depends | tr ',' '\n' | grep -o 'libreadline[0-9a-z]*' | head -n 1)
+    [ -n "$readline" ] && { (cd .whl && apt-get download "$readline") \
+        || { echo "gpu_train.sh: could not download $readline with apt-get" >&2; exit 1; }; }
     ls -l .whl
 }
 
-# The carried GNU Go (.whl/*.deb) unpacked in /tmp/gnugo_root, run through a wrapper that puts
-# the carried libraries first on the library path. Sets GNUGO to the wrapper where it answers
-# GTP, else to nothing (then no matches are followed); what it found goes to device.txt too.
+# The carried GNU Go (.whl/*.deb) unpacked in GNUGO_ROOT, run through a wrapper that puts the
+# carried libraries first on the library path. Sets GNUGO to the wrapper where it answers GTP,
+# else to nothing (then no matches are followed); what it found goes to device.txt too.
+GNUGO_ROOT=/tmp/gnugo_root
 carried_gnugo() {
     GNUGO=""
     [ -n "$MATCH" ] || return 0
-    carried_gnugo_found 2>&1 | tee -a "$OUT/device.txt"
-    [ -x /tmp/gnugo_root/gnugo ] && GNUGO=/tmp/gnugo_root/gnugo
-    return 0
-}
-
-carried_gnugo_found() {
-    local root=/tmp/gnugo_root deb
-    rm -rf "$root"
-    ls .whl/gnugo_*.deb >/dev/null 2>&1 || { echo "no GNU Go in .whl/ (gpu_train.sh fetch): no matches"; return; }
-    mkdir -p "$root"
-    for deb in .whl/*.deb; do dpkg -x "$deb" "$root" || { echo "cannot unpack $deb: no matches"; rm -f "$root/gnugo"; return; }; done
-    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/usr/games/gnugo "$@"\n' \
-        "$root" "$root" > "$root/gnugo"
-    chmod +x "$root/gnugo"
-    if printf 'name\nversion\nquit\n' | "$root/gnugo" --mode gtp 2>&1 | grep -q "^= GNU Go"; then
-        GNUGO=$root/gnugo
-        echo "GNU Go $("$root/gnugo" --version 2>/dev/null | head -n 1 | awk '{print $3}') carried, in $root"
-    else
-        echo "the carried GNU Go does not run here: no matches"
-        printf 'name\nquit\n' | "$root/gnugo" --mode gtp 2>&1 | head -n 3
-        rm -f "$root/gnugo"
-    fi
+    note() { echo "$1" | tee -a "$OUT/device.txt"; }
+    rm -rf "$GNUGO_ROOT"
+    ls .whl/gnugo_*.deb >/dev/null 2>&1 || { note "no GNU Go in .whl/ (gpu_train.sh fetch): no matches"; return 0; }
+    local deb reply wrapper=$GNUGO_ROOT/gnugo
+    mkdir -p "$GNUGO_ROOT"
+    for deb in .whl/*.deb; do
+        dpkg -x "$deb" "$GNUGO_ROOT" || { note "cannot unpack $deb: no matches"; return 0; }
+    done
+    # Debian 12 puts libraries in lib/, later ones in usr/lib/.
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib/x86_64-linux-gnu:%s/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/usr/games/gnugo "$@"\n' \
+        "$GNUGO_ROOT" "$GNUGO_ROOT" "$GNUGO_ROOT" > "$wrapper"
+    chmod +x "$wrapper"
+    # The whole reply read, not grep -q: GNU Go writing into a pipe grep had closed would
+    # die of SIGPIPE and, under pipefail, fail the check at random.
+    reply=$(printf 'name\nversion\nquit\n' | "$wrapper" --mode gtp 2>&1)
+    case "$reply" in
+        "= GNU Go"*)
+            GNUGO=$wrapper
+            note "GNU Go $(echo "$reply" | sed -n 3p | tr -d '= ') carried, in $GNUGO_ROOT" ;;
+        *)
+            note "the carried GNU Go does not run here: no matches"
+            note "$(echo "$reply" | head -n 3)" ;;
+    esac
 }
 
 # What both calls need on the GPU machine: the device named, the wheels installed, Keras on
@@ -199,6 +206,7 @@ time_shapes() {
 }
 
 shapes() {
+    MATCH=""    # no loop, no matches: GNU Go is not unpacked
     setup
     time_shapes "${GPU_SHAPES_SECONDS:-400}" "$OUT/shapes.log" "$@"
     stage "done"
@@ -251,11 +259,18 @@ follow_matches() {
     case "$MATCH" in
         gnugo:*) [ -n "$GNUGO" ] || { echo "gpu_train.sh: no GNU Go: no matches beside the loop"; return 0; } ;;
     esac
-    local cores pin=()
-    cores=$(nproc)
-    [ "$cores" -ge 4 ] && command -v taskset >/dev/null && pin=(taskset -c "2-$((cores - 1))")
+    # The cores this call may run on, less the first two (a cpuset need not start at 0).
+    local cores pin=() before=""
+    cores=$("$PY" -c "import os; print(','.join(map(str, sorted(os.sched_getaffinity(0))[2:])))")
+    [ "$(echo "$cores" | tr ',' '\n' | grep -c .)" -ge 2 ] && command -v taskset >/dev/null \
+        && pin=(taskset -c "$cores")
+    # The trainer's PID, once this call's trainer has written it over the last call's.
+    [ -e "$RUN_DIR/trainer.lock" ] && before=$(cat "$RUN_DIR/trainer.lock")
     (
-        for _ in $(seq 120); do [ -e "$RUN_DIR/trainer.lock" ] && break; sleep 1; done
+        for _ in $(seq 120); do
+            [ -s "$RUN_DIR/trainer.lock" ] && [ "$(cat "$RUN_DIR/trainer.lock")" != "$before" ] && break
+            sleep 1
+        done
         # It plays on the CPU alone: no CUDA context of its own on the loop's card.
         CUDA_VISIBLE_DEVICES="" exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
             --black ckpt:latest --white "$MATCH" --games "$MATCH_GAMES" \
@@ -263,7 +278,7 @@ follow_matches() {
             --inference float32 ${GNUGO:+--gnugo "$GNUGO"} --follow
     ) > "$OUT/matches.log" 2>&1 &
     FOLLOWER=$!
-    echo "matches beside the loop: ckpt:latest against $MATCH, $MATCH_GAMES games at $MATCH_SIMS simulations (PID $FOLLOWER${pin:+, cores 2-$((cores - 1))})"
+    echo "matches beside the loop: ckpt:latest against $MATCH, $MATCH_GAMES games at $MATCH_SIMS simulations (PID $FOLLOWER${pin:+, cores $cores})"
 }
 
 # After the loop: the follower plays on (the run's last checkpoint, if it has not yet) for
@@ -271,14 +286,18 @@ follow_matches() {
 # would not leave time for the rest, then SIGTERM drops the match in flight.
 end_matches() {
     [ -n "$FOLLOWER" ] || return 0
-    local deadline=$((started + ${GPU_CALL_SECONDS:-570} - 10)) after
+    local deadline=$((started + ${GPU_CALL_SECONDS:-570} - 20)) after
     [ -n "${GPU_SHAPES:-}" ] && deadline=$((deadline - ${GPU_SHAPES_SECONDS:-150}))
     after=$(($(date +%s) + ${GPU_MATCH_AFTER:-30}))
     [ "$after" -lt "$deadline" ] && deadline=$after
     stage "the matches: until the follower ends, or at most $((deadline - $(date +%s))) s"
     while kill -0 "$FOLLOWER" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
     kill -TERM "$FOLLOWER" 2>/dev/null
-    wait "$FOLLOWER"
+    # Its stop closes its GNU Go processes, 40 of them at most; past 10 s they are left to
+    # end on their closed input.
+    for _ in $(seq 10); do kill -0 "$FOLLOWER" 2>/dev/null || break; sleep 1; done
+    kill -KILL "$FOLLOWER" 2>/dev/null
+    wait "$FOLLOWER" 2>/dev/null
     grep "^evaluate: " "$OUT/matches.log" | tail -n 3
     "$PY" - "$OUT/matches.log" <<'EOF'
 import json, sys

@@ -186,6 +186,13 @@ class GnuGo:
         a process, even across komi changes: ask a fresh process (`referee_score`)."""
         return parse_score(self.command("final_score"))
 
+    def kill(self) -> None:
+        """End the process at once, its streams left open: a thread waiting for its answer
+        reads the end of the stream and fails (close() then closes them). Closing a stream
+        under a thread that waits on it would never wake the thread."""
+        if self.process.poll() is None:
+            self.process.kill()
+
     def close(self) -> None:
         if self.process.poll() is None:
             try:

@@ -144,6 +144,7 @@ class GnuGoPlayer(Player):
         self.in_cleanup = np.zeros(batch_size, bool)
         self.pool = ThreadPoolExecutor(max_workers=batch_size, thread_name_prefix="gnugo")
         self.pending: dict[int, Future] = {}
+        self.closing = False
 
     def process_seed(self, game_index: int) -> int:
         return (self.seed * 100003 + int(game_index) + 1) % (2 ** 31 - 1) or 1
@@ -176,7 +177,9 @@ class GnuGoPlayer(Player):
             process.replay(moves)
             return process.genmove(colour, cleanup=cleanup)
         except GnuGoError as error:
-            self.log(f"{self.name}: game {self.games[slot]}: {error}; the game is not counted")
+            if not self.closing:     # a process close() killed is no game lost
+                self.log(f"{self.name}: game {self.games[slot]}: {error}; the game is not "
+                         f"counted")
             self.processes[slot] = None
             return FAILED
 
@@ -207,8 +210,16 @@ class GnuGoPlayer(Player):
                 self.processes[slot] = None
 
     def close(self):
-        self.end_games(np.arange(len(self.processes)))
+        """End every game. Moves still in flight (a stop mid-match) are not waited for: their
+        processes are killed first, their threads read the end of the stream and return, and
+        only then are the streams closed."""
+        self.closing = True
+        for slot, future in self.pending.items():
+            process = self.processes[slot]     # a failing move's thread may clear it meanwhile
+            if not future.done() and process is not None:
+                process.kill()
         self.pool.shutdown(wait=True)
+        self.end_games(np.arange(len(self.processes)))
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -179,17 +179,22 @@ def test_cli_refuses_bad_arguments():
     import evaluate
     for argv in (["--black", "random"], ["--rating"], ["--black", "random", "--white", "random",
                                                         "--games", "0"],
-                 ["--run", "r", "--rating", "--give", "3"],
-                 # --follow plays the run's newest checkpoint against a fixed opponent.
-                 ["--black", "ckpt:latest", "--white", "random", "--follow"],
-                 ["--run", "r", "--black", "ckpt:3", "--white", "random", "--follow"],
-                 ["--run", "r", "--black", "ckpt:latest", "--white", "ckpt:2", "--follow"],
-                 ["--run", "r", "--rating", "--follow"],
-                 ["--run", "r", "--black", "ckpt:latest", "--white", "random", "--follow",
-                  "--sgf", "games"]):
+                 ["--run", "r", "--rating", "--give", "3"]):
         with pytest.raises(SystemExit) as stopped, contextlib.redirect_stderr(io.StringIO()):
             evaluate.parse_args(argv)
         assert stopped.value.code == 2
+    # --follow plays the run's newest checkpoint against a fixed opponent.
+    follow = ["--black", "ckpt:latest", "--white", "random", "--follow"]
+    for argv, message in (
+            (follow, "--follow needs --run"),
+            (["--run", "r", *follow[:1], "ckpt:3", *follow[2:]], "--black ckpt:latest"),
+            (["--run", "r", *follow[:3], "ckpt:2", "--follow"], "must not be a checkpoint"),
+            (["--run", "r", "--rating", "--follow"], "leave out --rating"),
+            (["--run", "r", *follow, "--sgf", "games"], "--sgf is for one match")):
+        err = io.StringIO()
+        with pytest.raises(SystemExit) as stopped, contextlib.redirect_stderr(err):
+            evaluate.parse_args(argv)
+        assert stopped.value.code == 2 and message in err.getvalue(), (argv, err.getvalue())
 
 
 # ---------------------------------------------------------------- against GNU Go
@@ -304,6 +309,38 @@ def test_a_dying_gnugo_process_costs_only_its_game(tiny_net):
     assert report.not_played == 1 and report.games == 2
     assert [r.index for r in report.records] == [0, 2]
     assert any("game 1" in m and "not counted" in m for m in messages), messages
+
+
+@needs_gnugo
+def test_closing_gnugo_players_with_moves_in_flight_ends_them_at_once():
+    # What a stop mid-match does (SIGTERM to evaluate.py or the trainer): the player is closed
+    # while its threads wait for GNU Go's moves. Level 10 among 60 scattered 19x19 stones
+    # thinks for seconds; closing must not wait for those moves, nor leave a thread waiting on
+    # a stream closed under it (it waited its whole 300 s timeout), nor leave a process behind.
+    messages = []
+    config = Config(board_size=19, backend="cpu")
+    player = match_players.GnuGoPlayer(config, 10, 4, seed=0, path=GNUGO, log=messages.append)
+    slots = np.arange(4)
+    player.new_games(slots, slots, np.full(4, 7.5))
+    pids = [process.pid for process in player.processes]
+    for move in np.random.default_rng(1).choice(19 * 19, 60, replace=False):
+        player.observe(slots, np.full(4, move))
+
+    class Black:
+        @staticmethod
+        def to_play(slots):
+            return np.ones(len(slots), np.int64)
+
+    player.begin_moves(Black, slots)
+    time.sleep(0.5)
+    assert not any(future.done() for future in player.pending.values())
+    started = time.monotonic()
+    player.close()
+    assert time.monotonic() - started < 5
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):   # killed and reaped, not left running
+            os.kill(pid, 0)
+    assert not messages, messages     # a stop is not a game lost to GNU Go
 
 
 @needs_gnugo
@@ -456,29 +493,31 @@ def follow_lines(stdout: str) -> list[dict]:
 def test_follow_plays_each_newer_checkpoint_until_the_trainer_stops(tmp_path):
     # A real trainer and a real follower, as two processes: the follower waits for the first
     # checkpoint, plays whichever is newest when a match ends, and stops only after the
-    # trainer's last checkpoint has played. Each line's match is checked against the same
-    # match played afterwards by a plain evaluate.py, and its positions against the run's
-    # metrics.
+    # trainer's last checkpoint has played. The last line's match is checked against the same
+    # match played afterwards by a plain evaluate.py, and each line's positions against the
+    # run's metrics. Then, the trainer gone, a follower plays the newest checkpoint alone.
     run, output = tmp_path / "run", tmp_path / "follow.jsonl"
     iterations = 6
-    trainer = subprocess.Popen(
-        [sys.executable, "bp_tree.py", "--run", str(run), "--preset", "tiny", "--iterations",
-         str(iterations), "--gnugo-every", "0", "--checkpoints-to-keep", str(iterations)],
-        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        for _ in range(600):      # the follower starts once the trainer holds the run
-            if (run / "trainer.lock").exists():
-                break
-            assert trainer.poll() is None, trainer.stderr.read()
-            time.sleep(0.05)
-        follower = subprocess.run(
-            [sys.executable, "evaluate.py", "--run", str(run), "--black", "ckpt:latest",
-             "--white", "random", "--games", "4", "--sims", "3", "--seed", "5", "--follow",
-             "--inference", "float32", "--output", str(output)],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
-    finally:
-        trainer.wait(timeout=300)
-    assert trainer.returncode == 0, trainer.stderr.read()
+    follow = [sys.executable, "evaluate.py", "--run", str(run), "--black", "ckpt:latest",
+              "--white", "random", "--games", "4", "--sims", "3", "--seed", "5", "--follow",
+              "--inference", "float32"]
+    with open(tmp_path / "trainer.err", "w") as trainer_err:
+        trainer = subprocess.Popen(
+            [sys.executable, "bp_tree.py", "--run", str(run), "--preset", "tiny",
+             "--iterations", str(iterations), "--gnugo-every", "0", "--checkpoints-to-keep",
+             str(iterations)],
+            cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=trainer_err)
+        try:
+            for _ in range(600):      # the follower starts once the trainer holds the run
+                if (run / "trainer.lock").exists():
+                    break
+                assert trainer.poll() is None, (tmp_path / "trainer.err").read_text()
+                time.sleep(0.05)
+            follower = subprocess.run(follow + ["--output", str(output)], cwd=PROJECT_ROOT,
+                                      capture_output=True, text=True, timeout=300)
+        finally:
+            trainer.wait(timeout=300)
+    assert trainer.returncode == 0, (tmp_path / "trainer.err").read_text()
     assert follower.returncode == 0, follower.stderr
     lines = follow_lines(follower.stdout)
     assert [json.loads(line) for line in output.read_text().splitlines()] == lines
@@ -490,17 +529,27 @@ def test_follow_plays_each_newer_checkpoint_until_the_trainer_stops(tmp_path):
     for line in lines:
         assert line["positions"] == metrics[line["iteration"]]["positions"]
         assert line["wins"] + line["losses"] + line["draws"] == line["games"] == 4
-        plain = subprocess.run(
-            [sys.executable, "evaluate.py", "--run", str(run), "--black",
-             f"ckpt:{line['iteration']}", "--white", "random", "--games", "4", "--sims", "3",
-             "--seed", "5", "--inference", "float32"],
-            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
-        assert plain.returncode == 0, plain.stderr
-        assert (f"A wins {line['wins']}, loses {line['losses']}, draws {line['draws']}"
-                in plain.stdout), (line, plain.stdout)
+    plain = subprocess.run(
+        [sys.executable, "evaluate.py", "--run", str(run), "--black", f"ckpt:{iterations}",
+         "--white", "random", "--games", "4", "--sims", "3", "--seed", "5", "--inference",
+         "float32"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    last = lines[-1]
+    assert f"A wins {last['wins']}, loses {last['losses']}, draws {last['draws']}" in plain.stdout
+    after = subprocess.run(follow, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert after.returncode == 0, after.stderr
+    assert follow_lines(after.stdout) == [last]
 
 
 def test_a_stopped_follower_drops_the_match_in_flight_and_writes_no_line(tiny_run, tmp_path):
+    # A bad --give is refused before any game, in a line, as a single match refuses it.
+    refused = subprocess.run(
+        [sys.executable, "evaluate.py", "--run", str(tiny_run), "--black", "ckpt:latest",
+         "--white", "random", "--follow", "--give", "0.3"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and refused.stderr.splitlines()[-1].startswith(
+        "evaluate: --give: give must be a multiple of 0.5"), refused.stderr
     output = tmp_path / "follow.jsonl"
     follower = subprocess.Popen(
         [sys.executable, "evaluate.py", "--run", str(tiny_run), "--black", "ckpt:latest",

@@ -39,6 +39,8 @@ from training.net_shape import checkpoint_shape, recorded_shape
 ROOT = Path(__file__).resolve().parents[1]   # the checkout: runs/ lives there
 CHECKPOINT_PREFIX = "ckpt_"
 COUNTERS_KEY = "__counters__"
+# The kernel's table of file locks (Linux), where readers see a trainer's lock on its run.
+LOCK_TABLE = Path("/proc/locks")
 
 
 def resolve_run_path(run: str | os.PathLike) -> Path:
@@ -216,26 +218,34 @@ class RunDirectory:
     def trainer_running(self) -> bool:
         """Whether a trainer holds the run's lock now, seen without taking it: a reader that
         took it even for a moment could make a trainer starting then refuse the run. Read off
-        the kernel's table of file locks (/proc/locks: an FLOCK on trainer.lock's inode);
-        where there is no such table, whether the PID written in trainer.lock is alive."""
+        the kernel's table of file locks (/proc/locks): an FLOCK on trainer.lock's inode held
+        by the PID written in it (the device column is left alone: on overlay file systems
+        the table and stat name different devices). Where there is no such table, whether
+        that PID is a live process."""
         try:
             inode = os.stat(self.lock_path).st_ino
-        except FileNotFoundError:
+            written = self.lock_path.read_text().split()
+        except (FileNotFoundError, UnicodeDecodeError):
             return False
+        pid = written[0] if written and written[0].isdigit() else None
         try:
-            table = Path("/proc/locks").read_text()
+            table = LOCK_TABLE.read_text()
         except OSError:
             table = None
         if table is not None:
             # "1: FLOCK  ADVISORY  WRITE 2699 fe:00:2147076 0 EOF"; a waiter's line has "->".
             held = (line.replace("->", " ").split() for line in table.splitlines())
             return any(len(fields) > 5 and fields[1] == "FLOCK"
-                       and fields[5].rsplit(":", 1)[-1] == str(inode) for fields in held)
-        try:
-            pid = int(self.lock_path.read_text().split()[0])
-            os.kill(pid, 0)
-        except (OSError, ValueError, IndexError):
+                       and fields[5].rsplit(":", 1)[-1] == str(inode)
+                       and (pid is None or fields[4] == pid) for fields in held)
+        if pid is None:
             return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:     # alive, another user's
+            return True
         return True
 
     # Config and revision.

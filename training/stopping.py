@@ -29,4 +29,3 @@ def stop_on_signals() -> None:
         raise Stopped(signum)
     for number in STOP_SIGNALS:
         signal.signal(number, handler)
-
