@@ -33,8 +33,8 @@
 #       `more M --run runs/NAME` resumes with its optimizer, counters and place in the
 #       schedule, the replay buffer refilled by self-play.)
 #
-# While the loop trains, GNU Go plays its checkpoints on the machine's idle CPU cores (all but
-# two, at a lower priority): `evaluate.py --follow` plays the run's newest checkpoint against
+# While the loop trains, GNU Go plays its checkpoints on the machine's idle CPU cores (the
+# call's cores but its first two, at a lower priority): `evaluate.py --follow` plays the run's newest checkpoint against
 # GPU_MATCH (gnugo:10; empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400)
 # simulations a move, float32, seed GPU_MATCH_SEED (61: other openings than the CPU checks'
 # 50, 51 and 0), then again with the checkpoint newest then, and so on. Its lines come back
