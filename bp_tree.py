@@ -77,7 +77,7 @@ from training.replay_buffer import chunk_arrays
 from training.run_directory import (CheckpointError, RunDirectory, RunLocked, atomic_save_npz,
                                     resolve_run_path, storage_fault)
 from training.schedule_following import follow_schedule
-from training.stopping import Stopped, stop_on_signals
+from training.stopping import Stopped, check_stop, stop_on_signals
 
 EXIT_REFUSED, EXIT_LOCKED, EXIT_STORAGE, EXIT_DAMAGED = 2, 3, 4, 5
 
@@ -356,6 +356,7 @@ def main(argv=None) -> int:
                f"({len(config.schedule_events(schedule_position(counters), 2 ** 62))} "
                f"events ahead)" if config.schedule else "") + f"; {devices}")
         while not config.iterations or counters["iteration"] < config.iterations:
+            check_stop()
             if config.max_cpu_seconds and counters["cpu_seconds"] >= config.max_cpu_seconds:
                 log(f"run {run.path}: {counters['cpu_seconds']:.0f} CPU seconds reached "
                     f"(max_cpu_seconds {config.max_cpu_seconds:g})")

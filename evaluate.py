@@ -63,7 +63,7 @@ from training import options
 from training.config import Config
 from training.options import OneLineParser, parse_player
 from training.run_directory import RunDirectory, atomic_write_bytes, resolve_run_path
-from training.stopping import Stopped, stop_on_signals
+from training.stopping import Stopped, check_stop, stop_on_signals
 
 # How often a follower looks for a new checkpoint or the trainer's end while it waits.
 FOLLOW_POLL_SECONDS = 2.0
@@ -335,6 +335,7 @@ def follow(args: argparse.Namespace) -> int:
         opponent = players.match_entry(args.player_b, config, None, parallel, log=log,
                                        inference=args.inference)
         while True:
+            check_stop()
             running = run.trainer_running()
             iterations = run.checkpoint_iterations()
             if iterations and iterations[-1] != played:

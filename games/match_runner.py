@@ -58,6 +58,7 @@ from games.match_report import MatchReport, PlayedGame
 from games.sgf_records import game_to_sgf, result_text
 from kernels import GoBatch, coords
 from training.config import Config
+from training.stopping import check_stop
 
 RANDOM_OPENINGS = 2        # random opening plies of every game by default (see above)
 MAIN, CLEANUP = 0, 1       # phases of a game
@@ -135,6 +136,7 @@ class _Match:
         try:
             self.start(list(range(self.parallel)))
             while any(state.game >= 0 for state in self.slots):
+                check_stop()
                 self.ply()
             for record, verdict in self.cross_checks:
                 try:
