@@ -34,14 +34,16 @@
 #       schedule, the replay buffer refilled by self-play.)
 #
 # While the loop trains, GNU Go plays its checkpoints on the machine's idle CPU cores (the
-# call's cores but its first two, at a lower priority): `evaluate.py --follow` plays the run's newest checkpoint against
-# GPU_MATCH (gnugo:10; empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400)
-# simulations a move, float32, seed GPU_MATCH_SEED (61: other openings than the CPU checks'
-# 50, 51 and 0), then again with the checkpoint newest then, and so on. Its lines come back
-# in matches.log, one JSON line per match; a match still playing when the call must end is
-# dropped. GNU Go is the carried Debian package, unpacked in /tmp/gnugo_root (its binary
-# run through a wrapper that puts the carried readline on the library path); without it the
-# loop trains alone.
+# call's cores but its first two, at a lower priority): `evaluate.py --follow` plays the
+# run's newest checkpoint against GPU_MATCH (gnugo:10; any evaluate.py player, such as
+# model:models/9x9.npz for a net grown from the shipped one; empty: none) in GPU_MATCH_GAMES
+# (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed GPU_MATCH_SEED (61:
+# other openings than the CPU checks' 50, 51 and 0), then again with the checkpoint newest
+# then, and so on. Its lines come back in matches.log, one JSON line per match; a match
+# still playing when the call must end is dropped. GNU Go is the carried Debian package,
+# unpacked in /tmp/gnugo_root (its binary run through a wrapper that puts the carried
+# readline on the library path); without it there are no GNU Go matches, and the loop trains
+# alone.
 #
 #   benchmarks/gpu_train.sh rehearse run|more MINUTES [arguments]
 #       here, on this machine's CPU, before device time is spent on it: the same call with
