@@ -320,7 +320,7 @@ def follow(args: argparse.Namespace) -> int:
     try:
         # GNU Go is checked before the wait: the first checkpoint may be minutes away.
         check_gnugo(args, [str(args.player_b)])
-        while not run.checkpoint_iterations():
+        while True:
             # The trainer's state first: a checkpoint it wrote before stopping is then listed.
             running = run.trainer_running()
             if run.checkpoint_iterations():
