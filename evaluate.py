@@ -26,15 +26,17 @@ Without --run the first model player's config sets the game, else --board-size (
 (komi + P when A is black, komi - P when white); e.g. `--give 9` around komi 7.5 plays A as
 black at komi 16.5 and as white at -1.5. A net that reads the komi sees each game's.
 
---follow plays `--black ckpt:latest` against --white beside a training run, on cores the
-trainer leaves idle (a GPU loop's): the match with the run's newest checkpoint, then, as soon
-as it ends, again with the checkpoint newest then, until the run's trainer has stopped and its
-last checkpoint has played (or until SIGTERM or Ctrl-C: the match in flight is dropped, exit
-128 + the signal's number). Every match has the same --seed, so each checkpoint meets the same
-openings. After each, one JSON line {"iteration", "positions", "player_b", "simulations",
-"games", "wins", "losses", "draws", "win_rate", "low", "high", "seed"} (low-high: the 95%
-Wilson interval; positions: the run's self-play positions at that checkpoint) is printed and
-appended to --output if given.
+--follow plays `--black ckpt:latest` against --white beside a training run, on cores the trainer
+leaves idle (a GPU loop's): the match with the run's newest checkpoint, then, as soon as it
+ends, again with the checkpoint newest then, until the run's trainer has stopped and its last
+checkpoint has played (or until SIGTERM or Ctrl-C: the match in flight is dropped, exit 128 +
+the signal's number). A checkpoint that cannot be opened (damaged, or removed as the trainer
+keeps its last few) is named in a line and passed over for the newest one before it that is
+still newer than the last match's. Every match has the same --seed, so each checkpoint meets the
+same openings. After each, one JSON line {"iteration", "positions", "player_b", "simulations",
+"games", "wins", "losses", "draws", "win_rate", "low", "high", "seed"} (low-high: the 95% Wilson
+interval; positions: the run's self-play positions at that checkpoint) is printed and appended
+to --output if given.
 
 Everything that can be checked before the first game is: flags and their ranges, the GNU Go
 levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
@@ -314,9 +316,11 @@ def follow(args: argparse.Namespace) -> int:
     docstring), until the trainer has stopped and its last checkpoint has played."""
     stop_on_signals()
     run = RunDirectory(resolve_run_path(args.run), log=log)
-    # The newest checkpoint taken up, and the one whose match is in flight until its line is
-    # written.
+    # The newest checkpoint whose match was taken up, the one whose match is in flight until
+    # its line is written, and those that could not be opened (damaged, or removed as the
+    # trainer kept its last few): each is tried once.
     played = playing = None
+    unplayable: set[int] = set()
     try:
         # GNU Go is checked before the wait: the first checkpoint may be minutes away.
         check_gnugo(args, [str(args.player_b)])
@@ -337,18 +341,24 @@ def follow(args: argparse.Namespace) -> int:
         while True:
             check_stop()
             running = run.trainer_running()
-            iterations = run.checkpoint_iterations()
-            if iterations and iterations[-1] != played:
-                playing = played = iterations[-1]
+            # Newer than the last match's, newest first: where the newest cannot be opened,
+            # the one before it plays, so a damaged last checkpoint does not leave the run's
+            # end unmeasured.
+            waiting = [iteration for iteration in reversed(run.checkpoint_iterations())
+                       if (played is None or iteration > played)
+                       and iteration not in unplayable]
+            if waiting:
+                playing = waiting[0]
                 try:
                     # A checkpoint source of its own each time: one net in memory at once.
                     entry = players.Checkpoints(run_path, parallel, log=log,
                                                 inference=args.inference).net(playing)
                 except players.SetupError as error:
-                    # Removed as the trainer kept its last few, or damaged: the next one.
                     log(f"evaluate: checkpoint {playing} cannot play ({error})")
+                    unplayable.add(playing)
                     playing = None
                     continue
+                played = playing
                 report = match(args, config, (entry, f"ckpt:{playing}"), opponent, games,
                                simulations, parallel)
                 if report.games:
@@ -362,9 +372,10 @@ def follow(args: argparse.Namespace) -> int:
                         f"(see the messages above); no line for it")
                 playing = None
             elif not running:
-                log(f"evaluate: {run.path}'s trainer has stopped, and no checkpoint after "
-                    f"{played} is left to play")
-                return 0
+                log(f"evaluate: {run.path}'s trainer has stopped, and "
+                    + (f"no checkpoint after {played} is left to play" if played is not None
+                       else "none of its checkpoints could be opened"))
+                return 0 if played is not None else 1
             else:
                 time.sleep(FOLLOW_POLL_SECONDS)
     except Stopped as stop:

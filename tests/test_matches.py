@@ -542,6 +542,43 @@ def test_follow_plays_each_newer_checkpoint_until_the_trainer_stops(tmp_path):
     assert follow_lines(after.stdout) == [last]
 
 
+def test_a_follower_passes_over_a_damaged_newest_checkpoint_to_the_one_before(tmp_path):
+    # The trainer has stopped and its last checkpoint is damaged: the follower names it, plays
+    # the checkpoint before it (the same match as a plain evaluate.py of that checkpoint), and
+    # ends. With every checkpoint damaged it says so in a line and exits 1.
+    import bp_tree
+    run = tmp_path / "run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "2",
+                             "--gnugo-every", "0", "--random-every", "0"]) == 0
+    checkpoints = sorted((run / "checkpoints").glob("ckpt_*.npz"))
+    assert [path.name for path in checkpoints] == ["ckpt_000001.npz", "ckpt_000002.npz"]
+    newest = checkpoints[-1].read_bytes()
+    checkpoints[-1].write_bytes(newest[:len(newest) // 2])
+    match = ["--run", str(run), "--white", "random", "--games", "4", "--sims", "3", "--seed",
+             "5", "--inference", "float32"]
+    follower = subprocess.run(
+        [sys.executable, "evaluate.py", "--black", "ckpt:latest", "--follow", *match],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert follower.returncode == 0, follower.stderr
+    assert "evaluate: checkpoint 2 cannot play" in follower.stderr
+    assert follower.stderr.splitlines()[-1].endswith("no checkpoint after 1 is left to play")
+    [line] = follow_lines(follower.stdout)
+    assert line["iteration"] == 1 and line["games"] == 4
+    plain = subprocess.run([sys.executable, "evaluate.py", "--black", "ckpt:1", *match],
+                           cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert (f"A wins {line['wins']}, loses {line['losses']}, draws {line['draws']}"
+            in plain.stdout)
+    checkpoints[0].write_bytes(b"not a checkpoint")
+    nothing = subprocess.run(
+        [sys.executable, "evaluate.py", "--black", "ckpt:latest", "--follow", *match],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert nothing.returncode == 1 and not follow_lines(nothing.stdout)
+    assert nothing.stderr.splitlines()[-1] == (
+        f"evaluate: no readable checkpoint in {run / 'checkpoints'}"), nothing.stderr
+
+
 def test_a_stopped_follower_drops_the_match_in_flight_and_writes_no_line(tiny_run, tmp_path):
     # A bad --give is refused before any game, in a line, as a single match refuses it.
     refused = subprocess.run(
