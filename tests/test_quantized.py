@@ -170,6 +170,16 @@ def test_auto_follows_the_gate_and_the_cache_is_kept_and_mended(tmp_path, monkey
     net = forced.net(weights, config, "int8", 64)
     policy, value = net(stored_positions()[:8])
     assert policy.shape == (8, 82) and np.all(np.abs(value) <= 1)
+    # The entries used last are kept: made before "old", but read since, this one outlives it
+    # when other weights make an entry.
+    os.utime(record_path, (999_999, 999_999))
+    choose_inference("int8", weights, config, batch_size=64, log=lines.append)
+    other = dict(weights)
+    name = next(iter(other))
+    other[name] = other[name] * np.float32(0.999)
+    choose_inference("int8", other, config, batch_size=64, log=lines.append)
+    kept = {path.stem for path in folder.glob("*.json")}
+    assert "old" not in kept and record_path.stem in kept and len(kept) == 2, kept
 
 
 def test_bf16_and_unknown_precisions_are_refused_in_one_line(tmp_path):

@@ -26,8 +26,10 @@ $XDG_CACHE_HOME/batched-go-zero/int8 (else ~/.cache/...), files per set of weigh
 recipe (named by a SHA-256 of the format, the shapes, the layers kept in float32 and the
 weights: `weights_key`; layout below), written atomically, so later starts take a few
 milliseconds. An entry that cannot be read is set aside (renamed *.damaged) with a message
-and made again. The KEPT_ENTRIES newest entries are kept: a training loop makes one at every
-start, from that start's weights.
+and made again. The KEPT_ENTRIES entries used last are kept (a read marks its entry used): a
+training loop makes one at every start, from that start's weights, and a follower (evaluate.py
+--follow) one for each checkpoint it plays, and these must not push out the entry of a model
+that is played every day.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ TIMING_REPEATS = 5
 TIMING_SECONDS = 0.05
 FORMAT = 4             # 3: Relu fused; all int8 with VNNI, else the stem and heads float32;
                        # 4: calibrated over the komis the net's self-play drew
-KEPT_ENTRIES = 32      # the cache keeps the most recently made entries (a loop makes one a start)
+KEPT_ENTRIES = 32      # the cache keeps the entries used last (a loop makes one a start)
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,10 @@ def _cached(weights, config: Config, log) -> dict:
                 if "scores" in here and not {"top1_clear", "value_mae"} <= set(here["scores"]):
                     raise ValueError("a CPU's scores are incomplete")
                 dict(here["timings"])
+            try:
+                os.utime(paths[0])      # used now: pruned after the entries not used since
+            except OSError:
+                pass
             return {"key": key, "graph": graph, "calibration": calibration, "gate": gate,
                     "cpus": record["cpus"]}
         except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError,
@@ -294,8 +300,7 @@ def _write(entry: dict, arrays: bool = False) -> bool:
 
 
 def _prune(folder: Path, keep: int) -> None:
-    """Remove all but the `keep` newest entries (a training loop makes one at every start, from
-    that start's weights)."""
+    """Remove all but the `keep` entries used last (their records' times: written, or read)."""
     records = sorted(folder.glob("*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
     for record in records[keep:]:
         for path in (record, record.with_suffix(".onnx"), record.with_suffix(".npz")):
