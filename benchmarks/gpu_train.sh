@@ -15,7 +15,7 @@
 #       then the loop for MINUTES, fewer where the call's 570 s (GPU_CALL_SECONDS) would not
 #       leave time to stop and copy the results (SIGTERM then: the iteration in flight is
 #       dropped, every complete one is kept). The `9x9` preset unless --preset names another, as run.sh:
-#       without arguments a new run from zero, on GPU_SCHEDULE (below: `arguments`); `--init-from models/9x9.npz --komi-input true
+#       without arguments a new run from zero; `--init-from models/9x9.npz --komi-input true
 #       --komi-spread 1.5 --komi-wide-share 0.2 --handicap-share 0.1` (the README's go-on
 #       command; or the model.npz brought back from an earlier call) goes on from there, as
 #       a new run: its weights and place in the schedule, a fresh optimizer and replay
@@ -54,13 +54,6 @@
 #       GPU_MATCH_SIMS) with the carried GNU Go where .whl/ holds it; the figures are the
 #       CPU's, slowed by the matches beside the loop. It checks the arguments, the stop, what
 #       is copied back and the figures, and that the run goes on under `more`.
-#
-#   benchmarks/gpu_train.sh arguments [bp_tree.py arguments]
-#       anywhere: the arguments, one a line, that `run` and `more` would give bp_tree.py
-#       after the recipe's own (--backend, --gnugo-every 0, --num-games, --positions-per-
-#       iteration, --train-batch-size, --random-every): the run, the preset, and from zero
-#       on the 9x9 preset (no --init-from, no --schedule) the device's schedule, GPU_SCHEDULE
-#       (the preset's with its first two rate drops earlier; empty: the preset's own).
 #
 #   benchmarks/gpu_train.sh shapes [bench_shapes.py arguments]
 #       on the GPU machine: the same set-up, then benchmarks/bench_shapes.py (self-play and
@@ -104,11 +97,6 @@ else
     SCRIPT=("$PY")
 fi
 MATCH=${GPU_MATCH-gnugo:10}
-# The 9x9 preset's schedule with its first two rate drops (0.005 at 1.74M positions, 0.0015
-# at 3.24M) moved to 1.0M and 1.8M: a run of 10 minutes makes 2-3.5M positions, and on the
-# CPU with the device's recipe these won 53/80 against GNU Go 10 at 2.6M positions where the
-# preset's won 45/80 (docs/RESULTS.md, twentieth session). Its later events are the preset's.
-SCHEDULE=${GPU_SCHEDULE-1000000:learning_rate=0.005,1800000:learning_rate=0.0015,4010000:aux_heads=true,4700000:learning_rate=0.0006,4700000:simulations=32,5840000:blocks=6,7470000:extra_features=true,7970000:learning_rate=0.0003,8850000:blocks=8}
 BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
 
 fetch() {
@@ -260,15 +248,6 @@ loop_arguments() {
         LOOP_ARGS=(--run "$name" "${LOOP_ARGS[@]}")
     fi
     case " ${LOOP_ARGS[*]} " in *" --preset "*|*" --preset="*) ;; *) LOOP_ARGS=(--preset 9x9 "${LOOP_ARGS[@]}") ;; esac
-    # From zero on the 9x9 preset (no --init-from, no --schedule), the device's recipe drops
-    # the rate earlier than the preset (GPU_SCHEDULE; empty: the preset's own schedule).
-    case " ${LOOP_ARGS[*]} " in
-        *" --preset 9x9 "*|*" --preset=9x9 "*)
-            case " ${LOOP_ARGS[*]} " in
-                *" --init-from"*|*" --init_from"*|*" --schedule"*) ;;
-                *) [ -n "$SCHEDULE" ] && LOOP_ARGS+=(--schedule "$SCHEDULE") ;;
-            esac ;;
-    esac
     case "$name" in */*|.*) RUN_DIR=$name ;; *) RUN_DIR=runs/$name ;; esac
 }
 
@@ -444,7 +423,6 @@ more() {
 
 case "${1:-}" in
     fetch) fetch ;;
-    arguments) shift; loop_arguments "$@"; printf '%s\n' "${LOOP_ARGS[@]}" ;;
     run) shift; run "$@" ;;
     more) shift; more "$@" ;;
     shapes) shift; shapes "$@" ;;
@@ -454,5 +432,5 @@ case "${1:-}" in
             more) shift 2; more "$@" ;;
             *) echo "usage: benchmarks/gpu_train.sh rehearse run|more MINUTES [bp_tree.py arguments]" >&2; exit 2 ;;
         esac ;;
-    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments] | more MINUTES [the same] | shapes [bench_shapes.py arguments] | rehearse run|more MINUTES [...] | arguments [bp_tree.py arguments]" >&2; exit 2 ;;
+    *) echo "usage: benchmarks/gpu_train.sh fetch | run MINUTES [bp_tree.py arguments] | more MINUTES [the same] | shapes [bench_shapes.py arguments] | rehearse run|more MINUTES [...]" >&2; exit 2 ;;
 esac

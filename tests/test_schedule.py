@@ -50,37 +50,6 @@ def test_a_bad_schedule_is_one_line(text, words, capsys):
     assert words in error and len(error.strip().splitlines()) == 1
 
 
-def gpu_loop_arguments(*given: str, **environment: str) -> list[str]:
-    """What benchmarks/gpu_train.sh would give bp_tree.py after its recipe's own arguments."""
-    result = subprocess.run(["bash", "benchmarks/gpu_train.sh", "arguments", *given],
-                            cwd=ROOT, capture_output=True, text=True, timeout=30,
-                            env={**os.environ, **environment})
-    assert result.returncode == 0, result.stderr
-    return result.stdout.splitlines()
-
-
-def test_the_gpu_script_drops_the_rate_earlier_from_zero_and_only_there():
-    # From zero on the 9x9 preset, the device's schedule is the preset's with its first two
-    # rate drops (0.005 and 0.0015) moved earlier; every later event is the preset's.
-    arguments = gpu_loop_arguments()
-    assert arguments[:4] == ["--preset", "9x9", "--run", "runs/gpu_train"]
-    config, _ = Config.from_args(arguments)
-    preset = PRESETS["9x9"].schedule
-    assert config.schedule[2:] == preset[2:]
-    assert [(name, value) for _, name, value in config.schedule[:2]] == [
-        (name, value) for _, name, value in preset[:2]] == [
-        ("learning_rate", 0.005), ("learning_rate", 0.0015)]
-    assert [at for at, _, _ in config.schedule[:2]] == [1_000_000, 1_800_000]
-    # A `more` call with the same arguments resumes with the same schedule.
-    assert gpu_loop_arguments("--run", "runs/x") == [*arguments[:3], "runs/x", *arguments[4:]]
-    # A warm start, a schedule of one's own, another preset, or GPU_SCHEDULE empty: as given.
-    for given in (["--init-from", "models/9x9.npz"], ["--init_from=models/9x9.npz"],
-                  ["--schedule", ""], ["--preset", "tiny"]):
-        assert gpu_loop_arguments(*given).count("--schedule") == given.count("--schedule")
-    assert gpu_loop_arguments(GPU_SCHEDULE="") == ["--preset", "9x9", "--run",
-                                                   "runs/gpu_train"]
-
-
 def test_a_schedule_with_workers_may_only_change_the_rate():
     with pytest.raises(ValueError, match="only learning_rate events"):
         PRESETS["tiny"].overridden(workers=2, schedule=((10, "blocks", 2),))
