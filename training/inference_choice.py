@@ -28,8 +28,7 @@ weights: `weights_key`; layout below), written atomically, so later starts take 
 milliseconds. An entry that cannot be read is set aside (renamed *.damaged) with a message
 and made again. The KEPT_ENTRIES entries used last are kept (a read marks its entry used): a
 training loop makes one at every start, from that start's weights, and a follower (evaluate.py
---follow) one for each checkpoint it plays, and these must not push out the entry of a model
-that is played every day.
+--follow) one for each checkpoint it plays; a model started in between keeps its entry.
 """
 from __future__ import annotations
 
