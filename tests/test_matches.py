@@ -579,6 +579,30 @@ def test_a_follower_passes_over_a_damaged_newest_checkpoint_to_the_one_before(tm
         f"evaluate: no readable checkpoint in {run / 'checkpoints'}"), nothing.stderr
 
 
+def test_a_follower_whose_checkpoints_all_fail_to_open_says_so_and_exits_1(tiny_run):
+    # A checkpoint can vanish or break after the follower read the run's config (the trainer
+    # keeps its last few): then every one it tries cannot play. The net's opening is made to
+    # fail in the follower's own process, as it would for a checkpoint removed in between.
+    script = (
+        "import sys\n"
+        "from games import players\n"
+        "def removed(self, iteration):\n"
+        "    raise players.SetupError(f'checkpoint {iteration} was removed')\n"
+        "players.Checkpoints.net = removed\n"
+        "import evaluate\n"
+        "sys.exit(evaluate.main(sys.argv[1:]))\n")
+    follower = subprocess.run(
+        [sys.executable, "-c", script, "--run", str(tiny_run), "--black", "ckpt:latest",
+         "--white", "random", "--games", "2", "--sims", "3", "--follow", "--inference",
+         "float32"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert follower.returncode == 1 and not follow_lines(follower.stdout), follower.stderr
+    assert "evaluate: checkpoint 1 cannot play (checkpoint 1 was removed)" in follower.stderr
+    assert follower.stderr.splitlines()[-1] == (
+        f"evaluate: {tiny_run}'s trainer has stopped, and none of its checkpoints could be "
+        f"opened"), follower.stderr
+
+
 def test_a_stopped_follower_drops_the_match_in_flight_and_writes_no_line(tiny_run, tmp_path):
     # A bad --give is refused before any game, in a line, as a single match refuses it.
     refused = subprocess.run(
