@@ -2,6 +2,11 @@
 optimizer state and no replay, a few MB at most.
 
     python export_model.py --run runs/main9 --output models/9x9.npz [--checkpoint K]
+    python export_model.py --run runs/main9 --output models/9x9.npz --average-last 16
+
+With --average-last N the model is the mean of the weights of the run's newest N sound
+checkpoints (those up to --checkpoint K with it; training/weight_averaging.py), and its info
+says which ("averaged": [first, last] iterations).
 
 The file's info (training.nets.model_info) says where it came from: run, iteration, self-play
 games, positions, cpu_seconds and child_cpu_seconds (see bp_tree.py), train_steps, the
@@ -18,6 +23,7 @@ from training import options
 from training.nets import NetOpenError, read_weights, run_model_info, save_model_file
 from training.options import OneLineParser
 from training.run_directory import RunDirectory, resolve_run_path
+from training.weight_averaging import average_checkpoints
 
 
 def main(argv=None) -> int:
@@ -28,6 +34,11 @@ def main(argv=None) -> int:
     parser.add_argument("--play-simulations", type=int, default=None, metavar="S",
                         help="the search per move the GTP engine and the GUI use by default "
                              "(default: the run's play_simulations, else its simulations)")
+    parser.add_argument("--average-last", type=int, default=1, metavar="N",
+                        help="write the mean of the weights of the newest N checkpoints (up to "
+                             "--checkpoint's), not one checkpoint's; the run must keep them "
+                             "(bp_tree.py --checkpoints-to-keep) and they must hold one net "
+                             "(default: 1, no averaging)")
     args = parser.parse_args(argv)
     options.check_shared(args, parser)
     if args.run is None:
@@ -36,21 +47,35 @@ def main(argv=None) -> int:
         parser.error(f"--play-simulations must be in [1, 100000], got {args.play_simulations}")
     if not args.output.endswith(".npz"):
         parser.error(f"--output must end with .npz (a model file), got {args.output!r}")
+    if not 1 <= args.average_last <= 1000:
+        parser.error(f"--average-last must be in [1, 1000], got {args.average_last}")
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        found = read_weights(args.run, checkpoint=args.checkpoint, log=log)
+        if args.average_last > 1:
+            averaged = average_checkpoints(args.run, args.average_last,
+                                           checkpoint=args.checkpoint, log=log)
+            config, weights, counters = averaged.config, averaged.weights, averaged.counters
+            first, iteration = averaged.iterations[0], averaged.iterations[-1]
+            name = resolve_run_path(args.run).name
+            label = (f"the mean of {name}'s {len(averaged.iterations)} checkpoints of "
+                     f"iterations {first} to {iteration}")
+        else:
+            found = read_weights(args.run, checkpoint=args.checkpoint, log=log)
+            config, weights, name, iteration = (found.config, found.weights, found.path.name,
+                                                found.iteration)
+            label = found.label
+            # read_weights gives the weights; the counters come with the same checkpoint.
+            _, counters = RunDirectory(found.path, log=log).load_latest_checkpoint(iteration)
     except NetOpenError as error:
         log(f"export_model: {error}")
         return 2
-    # read_weights gives the weights; the counters come with the same checkpoint.
-    _, counters = RunDirectory(resolve_run_path(args.run), log=log).load_latest_checkpoint(
-        found.iteration)
-    info = run_model_info(found.path.name, found.iteration, counters)
-    config = found.config
+    info = run_model_info(name, iteration, counters)
+    if args.average_last > 1:
+        info["averaged"] = [first, iteration]
     if args.play_simulations is not None:
         config = config.overridden(play_simulations=args.play_simulations)
-    path = save_model_file(args.output, config, found.weights, info)
-    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB): {found.label}, "
+    path = save_model_file(args.output, config, weights, info)
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.2f} MB): {label}, "
           f"{info.get('games', '?')} self-play games, "
           f"{info.get('cpu_seconds', 0) / 3600:.2f} CPU-hours")
     return 0

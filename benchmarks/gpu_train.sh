@@ -75,6 +75,11 @@
 # more by its steps than by their size (docs/RESULTS.md, sixteenth session).
 # Figures: self-play positions/s, training samples/s, each one's share of wall time, and
 # positions per GPU-minute, from the run's metrics.jsonl.
+# Beside model.npz (the newest checkpoint's net) comes model_averaged.npz, the mean of the
+# weights of the last GPU_AVERAGE (8) checkpoints (export_model.py --average-last; the loop
+# keeps that many): where a call stops is luck, and on the CPU the mean of a run's last 8
+# fitted held-out self-play better than its last checkpoint (docs/RESULTS.md, twenty-second
+# session). Both are measured afterwards on the CPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 WHEELS=(keras==3.15.1 namex==0.1.0 optree==0.20.0 sgfmill==1.1.1)
@@ -98,6 +103,7 @@ else
 fi
 MATCH=${GPU_MATCH-gnugo:10}
 BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
+AVERAGE=${GPU_AVERAGE:-8}   # checkpoints kept and averaged into model_averaged.npz (1: none)
 
 fetch() {
     mkdir -p .whl
@@ -125,12 +131,12 @@ fetch() {
 
 # The carried GNU Go (.whl/*.deb) unpacked in GNUGO_ROOT, run through a wrapper that puts the
 # carried libraries first on the library path. Sets GNUGO to the wrapper where it answers GTP,
-# else to nothing (then no matches are followed); what it found goes to device.txt too.
+# else to nothing (then no matches are followed); what it found goes to loop.log too.
 GNUGO_ROOT=/tmp/gnugo_root
 carried_gnugo() {
     GNUGO=""
     [ -n "$MATCH" ] || return 0
-    note() { echo "$1" | tee -a "$OUT/device.txt"; }
+    note() { echo "$1" | tee -a "$OUT/loop.log"; }
     rm -rf "$GNUGO_ROOT"
     ls .whl/gnugo_*.deb >/dev/null 2>&1 || { note "no GNU Go in .whl/ (gpu_train.sh fetch): no matches"; return 0; }
     local deb reply wrapper=$GNUGO_ROOT/gnugo
@@ -160,6 +166,8 @@ carried_gnugo() {
 setup() {
     OUT=${OUT:-/tmp/gpu_train}
     mkdir -p "$OUT"
+    # The device, the carried GNU Go, then the loop's lines: one file, as $OUT brings back 8.
+    : > "$OUT/loop.log"
     export PYTHONUNBUFFERED=1
     started=$(date +%s)
     stage() { echo "=== $1 (at $(( $(date +%s) - started )) s)"; }
@@ -173,7 +181,7 @@ setup() {
         return
     fi
     stage "device"
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$OUT/loop.log"
     stage "wheels"
     ls .whl/*.whl >/dev/null 2>&1 || { echo "gpu_train.sh: no .whl/ (run 'gpu_train.sh fetch' here and carry .whl)" >&2; exit 1; }
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -186,7 +194,7 @@ setup() {
     # JAX first (before CuPy loads CUDA), and on the GPU, or the call stops here: JAX falls
     # back to the CPU without a word when its CUDA plugin is missing.
     "$PY" -c "import jax; devices = jax.devices(); assert jax.default_backend() == 'gpu', devices; import keras, cupy; print('JAX', jax.__version__, devices, '| Keras', keras.__version__, keras.backend.backend(), '| CuPy', cupy.__version__)" \
-        | tee -a "$OUT/device.txt" || { echo "gpu_train.sh: JAX, Keras or CuPy is not usable on the GPU" >&2; exit 1; }
+        | tee -a "$OUT/loop.log" || { echo "gpu_train.sh: JAX, Keras or CuPy is not usable on the GPU" >&2; exit 1; }
     carried_gnugo
 
     stage "build"
@@ -346,8 +354,8 @@ train() {
     # 10th of the preset's 2.5 s iterations, it took 20% of the loop's wall time.
     timeout -k 30 -s TERM "${loop_seconds}s" "${loop[@]}" --gnugo-every 0 \
         --num-games "$GAMES" --positions-per-iteration "$POSITIONS" \
-        --train-batch-size "$BATCH" \
-        --random-every "${GPU_RANDOM_EVERY:-100}" "${LOOP_ARGS[@]}" 2>&1 | tee "$OUT/loop.log"
+        --train-batch-size "$BATCH" --checkpoints-to-keep "$((AVERAGE > 3 ? AVERAGE : 3))" \
+        --random-every "${GPU_RANDOM_EVERY:-100}" "${LOOP_ARGS[@]}" 2>&1 | tee -a "$OUT/loop.log"
     echo "bp_tree.py: status ${PIPESTATUS[0]} (124: the time limit stopped it, as planned)"
 
     stage "results"
@@ -356,6 +364,10 @@ train() {
     done
     newest=$(newest_checkpoint)
     [ -n "$newest" ] && cp "$newest" "$OUT/checkpoint.npz"
+    # The mean of the last AVERAGE checkpoints (a `more` call's run holds the last call's
+    # too); a run with fewer, or grown by its schedule among them, leaves none, with its line.
+    [ "$AVERAGE" -gt 1 ] && [ -n "$newest" ] && "${SCRIPT[@]}" export_model.py --run "$RUN_DIR" \
+        --average-last "$AVERAGE" --output "$OUT/model_averaged.npz"
     ls -l "$OUT"
     "$PY" - "$RUN_DIR/metrics.jsonl" "$before" <<'EOF'
 import json, sys

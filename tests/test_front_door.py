@@ -125,6 +125,8 @@ def test_bad_player_specs_are_refused_in_one_line(text, message):
     ("evaluate.py", ["--black", "random", "--white", "gnugo:12"], "0..10"),
     ("evaluate.py", ["--black", "random", "--white", "random", "--komi", "nan"], "finite"),
     ("export_model.py", ["--output", "x.npz"], "--run"),
+    ("export_model.py", ["--run", "x", "--output", "x.npz", "--average-last", "0"],
+     "--average-last must be in [1, 1000]"),
 ])
 def test_refusals_are_one_line(script, argv, message):
     done = subprocess.run([sys.executable, script, *argv], cwd=ROOT, capture_output=True,

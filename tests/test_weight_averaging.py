@@ -1,0 +1,120 @@
+"""`export_model.py --average-last N`: the mean of a run's last checkpoints' weights as a model
+file, checked against the mean the test takes itself of the checkpoint files it reads with
+NumPy; damaged checkpoints passed over, too few or a grown net refused in one line.
+"""
+import contextlib
+import io
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import export_model  # noqa: E402
+from loop_runs import checkpoint_iterations, read_checkpoint, run_main  # noqa: E402
+
+
+def export(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = export_model.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def model_file(path) -> tuple[dict, dict]:
+    with np.load(path) as archive:
+        arrays = {name: archive[name] for name in archive.files if name.startswith("model.")}
+        info = json.loads(archive["__info__"].tobytes().decode())
+    return arrays, info
+
+
+def mean_of(run, iterations) -> dict:
+    states = [read_checkpoint(run, iteration)[0] for iteration in iterations]
+    return {name: np.mean([state[name].astype(np.float64) for state in states], axis=0)
+            for name in states[0] if name.startswith("model.")}
+
+
+@pytest.fixture(scope="module")
+def four_iterations(tmp_path_factory):
+    run = tmp_path_factory.mktemp("averaging") / "run"
+    code, _, err = run_main(run, "--iterations", "4", "--checkpoints_to_keep", "4",
+                            "--min_replay", "64")
+    assert code == 0, err
+    assert checkpoint_iterations(run) == [1, 2, 3, 4]
+    return run
+
+
+def test_the_model_is_the_mean_of_the_newest_checkpoints_weights(four_iterations, tmp_path):
+    run = four_iterations
+    last, first = read_checkpoint(run, 4), read_checkpoint(run, 2)
+    # The run trained between the checkpoints, so a mean differs from each of them.
+    assert any(not np.array_equal(last[0][name], first[0][name])
+               for name in last[0] if name.startswith("model."))
+    model = tmp_path / "averaged.npz"
+    code, out, err = export("--run", str(run), "--output", str(model), "--average-last", "3")
+    assert code == 0, err
+    assert "the mean of run's 3 checkpoints of iterations 2 to 4" in out
+    weights, info = model_file(model)
+    expected = mean_of(run, [2, 3, 4])
+    assert weights.keys() == expected.keys()
+    for name, array in expected.items():
+        assert weights[name].dtype == np.float32
+        np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
+    assert info["averaged"] == [2, 4] and info["iteration"] == 4
+    assert info["games"] == last[1]["games"] and info["positions"] == last[1]["positions"]
+    # Up to an earlier checkpoint: the mean of those before it.
+    earlier = tmp_path / "earlier.npz"
+    code, _, err = export("--run", str(run), "--output", str(earlier), "--average-last", "2",
+                          "--checkpoint", "3")
+    assert code == 0, err
+    weights, info = model_file(earlier)
+    for name, array in mean_of(run, [2, 3]).items():
+        np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
+    assert info["averaged"] == [2, 3]
+    # The averaged model opens as every model file does, and plays.
+    from training.nets import open_net
+    opened = open_net(model)
+    planes = np.zeros((1, 5, 5, opened.net.input_planes), np.float32)
+    policy, value = opened.net(planes)
+    assert np.isclose(policy.sum(), 1, atol=1e-5) and -1 <= float(value[0]) <= 1
+
+
+def test_a_damaged_checkpoint_is_passed_over_and_too_few_is_refused(four_iterations, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(four_iterations, run)
+    newest = run / "checkpoints" / "ckpt_000004.npz"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    model = tmp_path / "averaged.npz"
+    code, _, err = export("--run", str(run), "--output", str(model), "--average-last", "3")
+    assert code == 0, err
+    assert "ckpt_000004.npz is damaged" in err
+    weights, info = model_file(model)
+    for name, array in mean_of(run, [1, 2, 3]).items():
+        np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
+    assert info["averaged"] == [1, 3] and info["iteration"] == 3
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "four.npz"),
+                          "--average-last", "4")
+    assert code == 2 and not (tmp_path / "four.npz").exists()
+    assert err.splitlines()[-1] == (
+        f"export_model: {run} has 3 sound checkpoints, not the 4 to average "
+        f"(--checkpoints-to-keep sets how many a run keeps)")
+
+
+def test_checkpoints_of_a_net_the_schedule_grew_are_not_averaged(tmp_path):
+    run = tmp_path / "grown"
+    # 64 positions an iteration: the second block comes at the end of iteration 2.
+    code, _, err = run_main(run, "--iterations", "3", "--checkpoints_to_keep", "3",
+                            "--schedule", "100:blocks=2")
+    assert code == 0, err
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "x.npz"),
+                          "--average-last", "3")
+    assert code == 2 and not (tmp_path / "x.npz").exists()
+    assert err.splitlines()[-1] == (
+        f"export_model: {run}: checkpoints 1 and 2 hold different nets (the schedule grew it "
+        f"in between): average at most 2 up to 3"), err
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "y.npz"),
+                          "--average-last", "2")
+    assert code == 0, err

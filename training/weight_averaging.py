@@ -1,0 +1,91 @@
+"""The mean of a run's last checkpoints' weights: one model whose strength depends less on
+where the run's last steps happened to leave the weights.
+
+    averaged = average_checkpoints("runs/x", 16)                 # the newest 16 sound ones
+    averaged = average_checkpoints("runs/x", 16, checkpoint=120)  # the 16 up to iteration 120
+    averaged.config, averaged.weights, averaged.iterations, averaged.counters
+
+Every "model.NNNN" array is the arithmetic mean over the checkpoints, batch-norm moving means
+and variances included (the nets of one run a few iterations apart are close enough that the
+mean of their statistics is the statistics of the mean net to within what a batch estimates).
+The checkpoints must hold one net: a run whose schedule grew the net in the span cannot be
+averaged across the growth. A damaged checkpoint in the span is passed over with a message and
+the next older one taken instead, so the mean is always of `count` checkpoints.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from training.config import Config
+from training.nets import (MODEL_PREFIX, NetOpenError, grown_as, is_model_file, read_config,
+                           schedule_position)
+from training.net_shape import checkpoint_shape
+from training.run_directory import CheckpointError, RunDirectory
+
+
+@dataclass(frozen=True)
+class AveragedWeights:
+    config: Config              # the newest checkpoint's config (its schedule position, its net)
+    weights: dict               # "model.NNNN" float32 arrays, the means
+    iterations: tuple           # the checkpoints averaged, oldest first
+    counters: dict              # the newest checkpoint's counters
+
+
+def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int | None = None,
+                        log=print) -> AveragedWeights:
+    """The mean of the weights of `count` sound checkpoints of `run`: the newest, or those up
+    to iteration `checkpoint`. NetOpenError (one line) when there are not that many, or they
+    hold different nets."""
+    if count < 1:
+        raise NetOpenError(f"the number of checkpoints to average must be at least 1, got {count}")
+    if is_model_file(run):
+        raise NetOpenError(f"{run} is a model file: it has no checkpoints to average")
+    config, path = read_config(run)
+    directory = RunDirectory(path, log=log)
+    available = directory.checkpoint_iterations()
+    if checkpoint is not None:
+        if checkpoint not in available:
+            raise NetOpenError(f"{path} has no checkpoint of iteration {checkpoint} "
+                               f"(it has {available or 'none'})")
+        available = [iteration for iteration in available if iteration <= checkpoint]
+    sums: dict[str, np.ndarray] = {}
+    taken: list[int] = []
+    newest = None        # (iteration, config, counters) of the first checkpoint taken
+    for iteration in reversed(available):
+        if len(taken) == count:
+            break
+        try:
+            # A damaged one (its message is the run directory's) is passed over as a resume
+            # passes it over; so are weights that fit no net.
+            state, counters = directory.load_latest_checkpoint(
+                iteration, accept=lambda state, counters: checkpoint_shape(state, counters,
+                                                                           config.history))
+        except CheckpointError:
+            continue
+        shape = checkpoint_shape(state, counters, config.history)
+        weights = {name: array for name, array in state.items()
+                   if name.startswith(MODEL_PREFIX)}
+        if newest is None:
+            newest = (iteration, grown_as(config.scheduled(schedule_position(counters)), state,
+                                          counters), counters, shape)
+            sums = {name: array.astype(np.float64) for name, array in weights.items()}
+        elif shape != newest[3]:
+            raise NetOpenError(
+                f"{path}: checkpoints {iteration} and {taken[-1]} hold different nets (the "
+                f"schedule grew it in between): average at most {len(taken)} up to "
+                f"{newest[0]}")
+        else:
+            for name, array in weights.items():
+                sums[name] += array
+        taken.append(iteration)
+    if len(taken) < count:
+        raise NetOpenError(f"{path} has {len(taken)} sound checkpoint"
+                           f"{'' if len(taken) == 1 else 's'}"
+                           f"{f' up to iteration {checkpoint}' if checkpoint else ''}, "
+                           f"not the {count} to average (--checkpoints-to-keep sets how many a "
+                           f"run keeps)")
+    means = {name: (total / count).astype(np.float32) for name, total in sums.items()}
+    return AveragedWeights(newest[1], means, tuple(reversed(taken)), newest[2])
