@@ -5,8 +5,8 @@ optimizer state and no replay, a few MB at most.
     python export_model.py --run runs/main9 --output models/9x9.npz --average-last 16
 
 With --average-last N the model is the mean of the weights of the run's newest N sound
-checkpoints (those up to --checkpoint K with it; training/weight_averaging.py), and its info
-says which ("averaged": [first, last] iterations).
+checkpoints in a row (those up to --checkpoint K with it; training/weight_averaging.py), and
+its info lists their iterations ("averaged").
 
 The file's info (training.nets.model_info) says where it came from: run, iteration, self-play
 games, positions, cpu_seconds and child_cpu_seconds (see bp_tree.py), train_steps, the
@@ -20,7 +20,8 @@ import os
 import sys
 
 from training import options
-from training.nets import NetOpenError, read_weights, run_model_info, save_model_file
+from training.nets import (NetOpenError, checkpoint_file, read_weights, run_model_info,
+                           save_model_file)
 from training.options import OneLineParser
 from training.run_directory import RunDirectory, resolve_run_path
 from training.weight_averaging import average_checkpoints
@@ -56,7 +57,7 @@ def main(argv=None) -> int:
                                            checkpoint=args.checkpoint, log=log)
             config, weights, counters = averaged.config, averaged.weights, averaged.counters
             first, iteration = averaged.iterations[0], averaged.iterations[-1]
-            name = resolve_run_path(args.run).name
+            name = resolve_run_path(checkpoint_file(args.run, None)[0]).name
             label = (f"the mean of {name}'s {len(averaged.iterations)} checkpoints of "
                      f"iterations {first} to {iteration}")
         else:
@@ -64,6 +65,9 @@ def main(argv=None) -> int:
             config, weights, name, iteration = (found.config, found.weights, found.path.name,
                                                 found.iteration)
             label = found.label
+            if iteration is None:
+                raise NetOpenError(f"{found.path} is a model file already: export a run or "
+                                   f"one of its checkpoints")
             # read_weights gives the weights; the counters come with the same checkpoint.
             _, counters = RunDirectory(found.path, log=log).load_latest_checkpoint(iteration)
     except NetOpenError as error:
@@ -71,7 +75,7 @@ def main(argv=None) -> int:
         return 2
     info = run_model_info(name, iteration, counters)
     if args.average_last > 1:
-        info["averaged"] = [first, iteration]
+        info["averaged"] = list(averaged.iterations)
     if args.play_simulations is not None:
         config = config.overridden(play_simulations=args.play_simulations)
     path = save_model_file(args.output, config, weights, info)

@@ -104,6 +104,7 @@ fi
 MATCH=${GPU_MATCH-gnugo:10}
 BATCH=${GPU_BATCH:-512}     # training batch, for the loop and for the shapes' step
 AVERAGE=${GPU_AVERAGE:-8}   # checkpoints kept and averaged into model_averaged.npz (1: none)
+[[ $AVERAGE =~ ^[1-9][0-9]{0,2}$ ]] || { echo "gpu_train.sh: GPU_AVERAGE must be a whole number in 1..999, got '$AVERAGE'" >&2; exit 2; }
 
 fetch() {
     mkdir -p .whl
@@ -366,6 +367,9 @@ train() {
     [ -n "$newest" ] && cp "$newest" "$OUT/checkpoint.npz"
     # The mean of the last AVERAGE checkpoints (a `more` call's run holds the last call's
     # too); a run with fewer, or grown by its schedule among them, leaves none, with its line.
+    # A `run` call's $OUT then holds the 8 files it brings back: loop.log, tests.log,
+    # matches.log, model.npz, model_averaged.npz, checkpoint.npz, metrics.jsonl, config.json.
+    rm -f "$OUT/model_averaged.npz"
     [ "$AVERAGE" -gt 1 ] && [ -n "$newest" ] && "${SCRIPT[@]}" export_model.py --run "$RUN_DIR" \
         --average-last "$AVERAGE" --output "$OUT/model_averaged.npz"
     ls -l "$OUT"

@@ -63,7 +63,7 @@ def test_the_model_is_the_mean_of_the_newest_checkpoints_weights(four_iterations
     for name, array in expected.items():
         assert weights[name].dtype == np.float32
         np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
-    assert info["averaged"] == [2, 4] and info["iteration"] == 4
+    assert info["averaged"] == [2, 3, 4] and info["iteration"] == 4
     assert info["games"] == last[1]["games"] and info["positions"] == last[1]["positions"]
     # Up to an earlier checkpoint: the mean of those before it.
     earlier = tmp_path / "earlier.npz"
@@ -94,13 +94,49 @@ def test_a_damaged_checkpoint_is_passed_over_and_too_few_is_refused(four_iterati
     weights, info = model_file(model)
     for name, array in mean_of(run, [1, 2, 3]).items():
         np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
-    assert info["averaged"] == [1, 3] and info["iteration"] == 3
+    assert info["averaged"] == [1, 2, 3] and info["iteration"] == 3
     code, _, err = export("--run", str(run), "--output", str(tmp_path / "four.npz"),
                           "--average-last", "4")
     assert code == 2 and not (tmp_path / "four.npz").exists()
     assert err.splitlines()[-1] == (
-        f"export_model: {run} has 3 sound checkpoints, not the 4 to average "
+        f"export_model: {run} has 3 sound checkpoints in a row, not the 4 to average "
         f"(--checkpoints-to-keep sets how many a run keeps)")
+
+
+def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(four_iterations, run)
+    # One checkpoint file of the run names the span's end, as --checkpoint does.
+    model = tmp_path / "from_file.npz"
+    code, _, err = export("--run", str(run / "checkpoints" / "ckpt_000003.npz"), "--output",
+                          str(model), "--average-last", "2")
+    assert code == 0, err
+    weights, info = model_file(model)
+    for name, array in mean_of(run, [2, 3]).items():
+        np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
+    assert info["averaged"] == [2, 3] and info["run"] == "run"
+    # A missing iteration ends the span (a run keeps an older checkpoint for its rated
+    # matches beside its last few): 1 is not averaged with 3 and 4.
+    (run / "checkpoints" / "ckpt_000002.npz").unlink()
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "gap.npz"),
+                          "--average-last", "3")
+    assert code == 2 and not (tmp_path / "gap.npz").exists()
+    assert err.splitlines()[-1] == (
+        f"export_model: {run} has 2 sound checkpoints in a row, not the 3 to average "
+        f"(--checkpoints-to-keep sets how many a run keeps)")
+    # The checkpoint asked for must be sound itself, as without averaging.
+    newest = run / "checkpoints" / "ckpt_000004.npz"
+    newest.write_bytes(b"torn")
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "torn.npz"),
+                          "--average-last", "2", "--checkpoint", "4")
+    assert code == 2 and err.splitlines()[-1] == (
+        f"export_model: {run}: checkpoint 4 is damaged"), err
+    # A model file has no checkpoints, averaged or not.
+    for extra in ([], ["--average-last", "2"]):
+        code, _, err = export("--run", str(model), "--output", str(tmp_path / "again.npz"),
+                              *extra)
+        assert code == 2 and not (tmp_path / "again.npz").exists()
+        assert err.splitlines()[-1].startswith(f"export_model: {model} is a model file"), err
 
 
 def test_checkpoints_of_a_net_the_schedule_grew_are_not_averaged(tmp_path):

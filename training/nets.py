@@ -166,7 +166,7 @@ def _source_weights(source, checkpoint, fit, log):
     checkpoint (or iteration `checkpoint`), one checkpoint file, or a model file.
     `fit(config, weights)` loads or checks the weights and raises ValueError when they do
     not fit; a checkpoint that does not fit counts as damaged."""
-    source, checkpoint = _checkpoint_file(source, checkpoint)
+    source, checkpoint = checkpoint_file(source, checkpoint)
     config, path = read_config(source)
     if is_model_file(path):
         if checkpoint is not None:
@@ -237,7 +237,7 @@ def grown_as(config: Config, state: dict, counters: dict) -> Config:
     return config.overridden(**grown)
 
 
-def _checkpoint_file(source, checkpoint):
+def checkpoint_file(source, checkpoint):
     """(run directory, iteration) for a path to one checkpoint file; (source, checkpoint)
     unchanged for anything else."""
     text = os.fspath(source)

@@ -9,8 +9,10 @@ Every "model.NNNN" array is the arithmetic mean over the checkpoints, batch-norm
 and variances included (the nets of one run a few iterations apart are close enough that the
 mean of their statistics is the statistics of the mean net to within what a batch estimates).
 The checkpoints must hold one net: a run whose schedule grew the net in the span cannot be
-averaged across the growth. A damaged checkpoint in the span is passed over with a message and
-the next older one taken instead, so the mean is always of `count` checkpoints.
+averaged across the growth. They are consecutive iterations: a damaged checkpoint in the span
+is passed over with a message and the next older one taken instead, so the mean is always of
+`count` checkpoints, but a missing one (an older checkpoint a run keeps for its rated
+matches, past a gap) ends the span.
 """
 from __future__ import annotations
 
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from training.config import Config
-from training.nets import (MODEL_PREFIX, NetOpenError, grown_as, is_model_file, read_config,
-                           schedule_position)
+from training.nets import (MODEL_PREFIX, NetOpenError, checkpoint_file, grown_as, is_model_file,
+                           read_config, schedule_position)
 from training.net_shape import checkpoint_shape
 from training.run_directory import CheckpointError, RunDirectory
 
@@ -36,11 +38,13 @@ class AveragedWeights:
 
 def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int | None = None,
                         log=print) -> AveragedWeights:
-    """The mean of the weights of `count` sound checkpoints of `run`: the newest, or those up
-    to iteration `checkpoint`. NetOpenError (one line) when there are not that many, or they
-    hold different nets."""
+    """The mean of the weights of `count` sound checkpoints of `run` (a run directory, or one
+    of its checkpoint files: then up to that one): the newest, or those up to iteration
+    `checkpoint`, which must be sound itself. NetOpenError (one line) when there are not that
+    many in a row, or they hold different nets."""
     if count < 1:
         raise NetOpenError(f"the number of checkpoints to average must be at least 1, got {count}")
+    run, checkpoint = checkpoint_file(run, checkpoint)
     if is_model_file(run):
         raise NetOpenError(f"{run} is a model file: it has no checkpoints to average")
     config, path = read_config(run)
@@ -53,10 +57,14 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
         available = [iteration for iteration in available if iteration <= checkpoint]
     sums: dict[str, np.ndarray] = {}
     taken: list[int] = []
-    newest = None        # (iteration, config, counters) of the first checkpoint taken
+    newest = None        # (iteration, config, counters, net shape) of the first one taken
+    # The span is consecutive iterations: a run keeps an older checkpoint for its rated
+    # matches beside its last few, and that one is not averaged with them.
+    previous = None
     for iteration in reversed(available):
-        if len(taken) == count:
+        if len(taken) == count or (previous is not None and iteration != previous - 1):
             break
+        previous = iteration
         try:
             # A damaged one (its message is the run directory's) is passed over as a resume
             # passes it over; so are weights that fit no net.
@@ -64,13 +72,18 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
                 iteration, accept=lambda state, counters: checkpoint_shape(state, counters,
                                                                            config.history))
         except CheckpointError:
+            if iteration == checkpoint:
+                raise NetOpenError(f"{path}: checkpoint {iteration} is damaged") from None
             continue
         shape = checkpoint_shape(state, counters, config.history)
         weights = {name: array for name, array in state.items()
                    if name.startswith(MODEL_PREFIX)}
         if newest is None:
-            newest = (iteration, grown_as(config.scheduled(schedule_position(counters)), state,
-                                          counters), counters, shape)
+            grown = grown_as(config.scheduled(schedule_position(counters)), state, counters)
+            if grown.shape() != shape:
+                raise NetOpenError(f"{path}: checkpoint {iteration} does not hold the net its "
+                                   f"config.json describes")
+            newest = (iteration, grown, counters, shape)
             sums = {name: array.astype(np.float64) for name, array in weights.items()}
         elif shape != newest[3]:
             raise NetOpenError(
@@ -83,9 +96,10 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
         taken.append(iteration)
     if len(taken) < count:
         raise NetOpenError(f"{path} has {len(taken)} sound checkpoint"
-                           f"{'' if len(taken) == 1 else 's'}"
+                           f"{'' if len(taken) == 1 else 's'} in a row"
                            f"{f' up to iteration {checkpoint}' if checkpoint else ''}, "
                            f"not the {count} to average (--checkpoints-to-keep sets how many a "
                            f"run keeps)")
-    means = {name: (total / count).astype(np.float32) for name, total in sums.items()}
+    dtypes = {name: array.dtype for name, array in weights.items()}
+    means = {name: (total / count).astype(dtypes[name]) for name, total in sums.items()}
     return AveragedWeights(newest[1], means, tuple(reversed(taken)), newest[2])
