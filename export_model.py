@@ -20,10 +20,9 @@ import os
 import sys
 
 from training import options
-from training.nets import (NetOpenError, checkpoint_file, read_weights, run_model_info,
-                           save_model_file)
+from training.nets import NetOpenError, read_weights, run_model_info, save_model_file
 from training.options import OneLineParser
-from training.run_directory import RunDirectory, resolve_run_path
+from training.run_directory import RunDirectory
 from training.weight_averaging import average_checkpoints
 
 
@@ -57,7 +56,7 @@ def main(argv=None) -> int:
                                            checkpoint=args.checkpoint, log=log)
             config, weights, counters = averaged.config, averaged.weights, averaged.counters
             first, iteration = averaged.iterations[0], averaged.iterations[-1]
-            name = resolve_run_path(checkpoint_file(args.run, None)[0]).name
+            name = averaged.path.name
             label = (f"the mean of {name}'s {len(averaged.iterations)} checkpoints of "
                      f"iterations {first} to {iteration}")
         else:

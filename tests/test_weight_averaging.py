@@ -31,6 +31,11 @@ def model_file(path) -> tuple[dict, dict]:
     return arrays, info
 
 
+def too_few(run, have: int, asked: int) -> str:
+    return (f"export_model: {run} has {have} sound checkpoints in a row, not the {asked} to "
+            f"average (--checkpoints-to-keep sets how many a run keeps)")
+
+
 def mean_of(run, iterations) -> dict:
     states = [read_checkpoint(run, iteration)[0] for iteration in iterations]
     return {name: np.mean([state[name].astype(np.float64) for state in states], axis=0)
@@ -98,9 +103,7 @@ def test_a_damaged_checkpoint_is_passed_over_and_too_few_is_refused(four_iterati
     code, _, err = export("--run", str(run), "--output", str(tmp_path / "four.npz"),
                           "--average-last", "4")
     assert code == 2 and not (tmp_path / "four.npz").exists()
-    assert err.splitlines()[-1] == (
-        f"export_model: {run} has 3 sound checkpoints in a row, not the 4 to average "
-        f"(--checkpoints-to-keep sets how many a run keeps)")
+    assert err.splitlines()[-1] == too_few(run, 3, 4), err
 
 
 def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
@@ -121,9 +124,7 @@ def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
     code, _, err = export("--run", str(run), "--output", str(tmp_path / "gap.npz"),
                           "--average-last", "3")
     assert code == 2 and not (tmp_path / "gap.npz").exists()
-    assert err.splitlines()[-1] == (
-        f"export_model: {run} has 2 sound checkpoints in a row, not the 3 to average "
-        f"(--checkpoints-to-keep sets how many a run keeps)")
+    assert err.splitlines()[-1] == too_few(run, 2, 3), err
     # The checkpoint asked for must be sound itself, as without averaging.
     newest = run / "checkpoints" / "ckpt_000004.npz"
     newest.write_bytes(b"torn")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from training.run_directory import CheckpointError, RunDirectory
 
 @dataclass(frozen=True)
 class AveragedWeights:
+    path: Path                  # the run directory
     config: Config              # the newest checkpoint's config (its schedule position, its net)
     weights: dict               # "model.NNNN" float32 arrays, the means
     iterations: tuple           # the checkpoints averaged, oldest first
@@ -56,8 +58,9 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
                                f"(it has {available or 'none'})")
         available = [iteration for iteration in available if iteration <= checkpoint]
     sums: dict[str, np.ndarray] = {}
-    taken: list[int] = []
-    newest = None        # (iteration, config, counters, net shape) of the first one taken
+    dtypes: dict[str, np.dtype] = {}
+    taken: list[int] = []            # newest first
+    newest_config = newest_counters = newest_shape = None   # of taken[0]
     # The span is consecutive iterations: a run keeps an older checkpoint for its rated
     # matches beside its last few, and that one is not averaged with them.
     previous = None
@@ -78,18 +81,20 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
         shape = checkpoint_shape(state, counters, config.history)
         weights = {name: array for name, array in state.items()
                    if name.startswith(MODEL_PREFIX)}
-        if newest is None:
-            grown = grown_as(config.scheduled(schedule_position(counters)), state, counters)
-            if grown.shape() != shape:
+        if not taken:
+            newest_config = grown_as(config.scheduled(schedule_position(counters)), state,
+                                     counters)
+            if newest_config.shape() != shape:
                 raise NetOpenError(f"{path}: checkpoint {iteration} does not hold the net its "
                                    f"config.json describes")
-            newest = (iteration, grown, counters, shape)
+            newest_counters, newest_shape = counters, shape
             sums = {name: array.astype(np.float64) for name, array in weights.items()}
-        elif shape != newest[3]:
+            dtypes = {name: array.dtype for name, array in weights.items()}
+        elif shape != newest_shape:
             raise NetOpenError(
                 f"{path}: checkpoints {iteration} and {taken[-1]} hold different nets (the "
                 f"schedule grew it in between): average at most {len(taken)} up to "
-                f"{newest[0]}")
+                f"{taken[0]}")
         else:
             for name, array in weights.items():
                 sums[name] += array
@@ -100,6 +105,5 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
                            f"{f' up to iteration {checkpoint}' if checkpoint else ''}, "
                            f"not the {count} to average (--checkpoints-to-keep sets how many a "
                            f"run keeps)")
-    dtypes = {name: array.dtype for name, array in weights.items()}
     means = {name: (total / count).astype(dtypes[name]) for name, total in sums.items()}
-    return AveragedWeights(newest[1], means, tuple(reversed(taken)), newest[2])
+    return AveragedWeights(path, newest_config, means, tuple(reversed(taken)), newest_counters)
