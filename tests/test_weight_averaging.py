@@ -104,6 +104,17 @@ def test_a_damaged_checkpoint_is_passed_over_and_too_few_is_refused(four_iterati
                           "--average-last", "4")
     assert code == 2 and not (tmp_path / "four.npz").exists()
     assert err.splitlines()[-1] == too_few(run, 3, 4), err
+    # A config.json that describes another net than the checkpoints hold (a run directory
+    # put together by hand) is refused, not averaged into a model of the wrong shape.
+    config = json.loads((run / "config.json").read_text())
+    config["filters"] *= 2
+    (run / "config.json").write_text(json.dumps(config))
+    code, _, err = export("--run", str(run), "--output", str(tmp_path / "other.npz"),
+                          "--average-last", "2")
+    assert code == 2 and not (tmp_path / "other.npz").exists()
+    assert err.splitlines()[-1] == (
+        f"export_model: {run}: checkpoint 3 does not hold the net its config.json "
+        f"describes"), err
 
 
 def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
