@@ -31,6 +31,14 @@ def model_file(path) -> tuple[dict, dict]:
     return arrays, info
 
 
+def refusal(output, *argv: str) -> str:
+    """The last line export_model prints where it refuses `argv` (exit 2) to `output`,
+    which it must not have written."""
+    code, _, err = export(*argv, "--output", str(output))
+    assert code == 2 and not output.exists(), err
+    return err.splitlines()[-1]
+
+
 def too_few(run, have: int, asked: int) -> str:
     return (f"export_model: {run} has {have} sound checkpoints in a row, not the {asked} to "
             f"average (--checkpoints-to-keep sets how many a run keeps)")
@@ -100,21 +108,15 @@ def test_a_damaged_checkpoint_is_passed_over_and_too_few_is_refused(four_iterati
     for name, array in mean_of(run, [1, 2, 3]).items():
         np.testing.assert_allclose(weights[name], array, rtol=1e-6, atol=1e-7)
     assert info["averaged"] == [1, 2, 3] and info["iteration"] == 3
-    code, _, err = export("--run", str(run), "--output", str(tmp_path / "four.npz"),
-                          "--average-last", "4")
-    assert code == 2 and not (tmp_path / "four.npz").exists()
-    assert err.splitlines()[-1] == too_few(run, 3, 4), err
+    assert refusal(tmp_path / "four.npz", "--run", str(run), "--average-last", "4") == (
+        too_few(run, 3, 4))
     # A config.json that describes another net than the checkpoints hold (a run directory
     # put together by hand) is refused, not averaged into a model of the wrong shape.
     config = json.loads((run / "config.json").read_text())
     config["filters"] *= 2
     (run / "config.json").write_text(json.dumps(config))
-    code, _, err = export("--run", str(run), "--output", str(tmp_path / "other.npz"),
-                          "--average-last", "2")
-    assert code == 2 and not (tmp_path / "other.npz").exists()
-    assert err.splitlines()[-1] == (
-        f"export_model: {run}: checkpoint 3 does not hold the net its config.json "
-        f"describes"), err
+    assert refusal(tmp_path / "other.npz", "--run", str(run), "--average-last", "2") == (
+        f"export_model: {run}: checkpoint 3 does not hold the net its config.json describes")
 
 
 def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
@@ -132,23 +134,17 @@ def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
     # A missing iteration ends the span (a run keeps an older checkpoint for its rated
     # matches beside its last few): 1 is not averaged with 3 and 4.
     (run / "checkpoints" / "ckpt_000002.npz").unlink()
-    code, _, err = export("--run", str(run), "--output", str(tmp_path / "gap.npz"),
-                          "--average-last", "3")
-    assert code == 2 and not (tmp_path / "gap.npz").exists()
-    assert err.splitlines()[-1] == too_few(run, 2, 3), err
+    assert refusal(tmp_path / "gap.npz", "--run", str(run), "--average-last", "3") == (
+        too_few(run, 2, 3))
     # The checkpoint asked for must be sound itself, as without averaging.
     newest = run / "checkpoints" / "ckpt_000004.npz"
     newest.write_bytes(b"torn")
-    code, _, err = export("--run", str(run), "--output", str(tmp_path / "torn.npz"),
-                          "--average-last", "2", "--checkpoint", "4")
-    assert code == 2 and err.splitlines()[-1] == (
-        f"export_model: {run}: checkpoint 4 is damaged"), err
+    assert refusal(tmp_path / "torn.npz", "--run", str(run), "--average-last", "2",
+                   "--checkpoint", "4") == f"export_model: {run}: checkpoint 4 is damaged"
     # A model file has no checkpoints, averaged or not.
     for extra in ([], ["--average-last", "2"]):
-        code, _, err = export("--run", str(model), "--output", str(tmp_path / "again.npz"),
-                              *extra)
-        assert code == 2 and not (tmp_path / "again.npz").exists()
-        assert err.splitlines()[-1].startswith(f"export_model: {model} is a model file"), err
+        assert refusal(tmp_path / "again.npz", "--run", str(model), *extra).startswith(
+            f"export_model: {model} is a model file")
 
 
 def test_checkpoints_of_a_net_the_schedule_grew_are_not_averaged(tmp_path):
@@ -157,12 +153,9 @@ def test_checkpoints_of_a_net_the_schedule_grew_are_not_averaged(tmp_path):
     code, _, err = run_main(run, "--iterations", "3", "--checkpoints_to_keep", "3",
                             "--schedule", "100:blocks=2")
     assert code == 0, err
-    code, _, err = export("--run", str(run), "--output", str(tmp_path / "x.npz"),
-                          "--average-last", "3")
-    assert code == 2 and not (tmp_path / "x.npz").exists()
-    assert err.splitlines()[-1] == (
+    assert refusal(tmp_path / "x.npz", "--run", str(run), "--average-last", "3") == (
         f"export_model: {run}: checkpoints 1 and 2 hold different nets (the schedule grew it "
-        f"in between): average at most 2 up to 3"), err
+        f"in between): average at most 2 up to 3")
     code, _, err = export("--run", str(run), "--output", str(tmp_path / "y.npz"),
                           "--average-last", "2")
     assert code == 0, err
