@@ -314,10 +314,13 @@ class BatchedMCTS:
                     self.expand_and_backup(leaves.game, leaves.node, priors, legal, values,
                                            terminal)
                 except BaseException:
-                    # expand_and_backup changes nothing before its checks pass, so either way
-                    # the leaves are still pending: undo their selection, or every later
-                    # select of these games would refuse to run.
-                    self.abandon(leaves.game, leaves.node)
+                    # Undo the selection of leaves still pending, or every later select of
+                    # these games would refuse to run. expand_and_backup expands all of them or
+                    # none, but a signal handler's exception (a stop) can surface just after
+                    # it returned, with the leaves already backed up: abandoning those would
+                    # raise a ValueError in place of the stop.
+                    if self.node_info(leaves.game[0], leaves.node[0]).pending == 1:
+                        self.abandon(leaves.game, leaves.node)
                     raise
                 evaluated += len(leaves.game)
             if not active:

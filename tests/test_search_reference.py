@@ -230,6 +230,50 @@ def test_a_failed_evaluation_leaves_the_tree_as_it_was(leaves):
     assert failing.failed == 7
 
 
+class InterruptedAfterExpansion:
+    """The C tree, but a stop signal's exception surfaces just after chosen expand_and_backup
+    calls (counting from 0) returned, the leaves already backed up, as a handler's exception
+    surfaces at the next bytecode after the C call."""
+
+    def __init__(self, tree, interrupts):
+        self.tree, self.interrupts, self.calls = tree, set(interrupts), 0
+
+    def __getattr__(self, name):
+        return getattr(self.tree, name)
+
+    def expand_and_backup(self, *args):
+        self.tree.expand_and_backup(*args)
+        self.calls += 1
+        if self.calls - 1 in self.interrupts:
+            raise KeyboardInterrupt
+
+
+def test_a_stop_just_after_an_expansion_surfaces_and_keeps_it():
+    # The interrupted run raises the interrupt itself (abandoning leaves already backed up
+    # raised a ValueError in its place), and the expansion stands: the run called again
+    # finishes the reference's search, node for node.
+    evaluator = PathEvaluator(10, seed=7, terminal_rate=0.0)
+    c_search, reference = make_pair(4, 10, 40)
+    tree = c_search._tree = InterruptedAfterExpansion(c_search._tree, {0, 3, 4, 11})
+    interrupted, steady = Driver(c_search, evaluator), Driver(reference, evaluator)
+    stops = 0
+    for _ in range(4):
+        for driver in (interrupted, steady):
+            driver.expand_roots()
+        steady.search.run(steady.evaluate)
+        while True:
+            try:
+                c_search.run(interrupted.evaluate)
+                break
+            except KeyboardInterrupt:
+                stops += 1
+                assert c_search.status()["pending_leaves"].sum() == 0
+        assert_same_search(c_search, reference)
+        chosen = c_search.choose_actions(0)
+        interrupted.play(chosen), steady.play(chosen)
+    assert stops == 4 and tree.calls > 11
+
+
 def test_abandon_takes_only_pending_leaves():
     search, driver = fresh_search(batch=2, actions=4, simulations=10)
     leaves = search.select()
