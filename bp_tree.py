@@ -24,12 +24,13 @@ needs no shape flags; a shape flag that asks for another board size or net shape
 except that the net may grow: --aux-heads true adds the ownership and score heads to a net
 trained without them and --reply-head true the opponent's reply head (they start fresh), a
 larger --blocks adds residual blocks after the source's last (they start as identities), a
-larger --filters widens every layer (the added channels start with zero weights into the
-source's), and --extra-features true or --komi-input true add the liberty and ko planes or
-the komi plane (the stem's weights on them start at zero), so the grown net first plays as
-the source did; every other layer comes from the source (training/nets.py init_weights). Train steps
-count from 0 again, and so does the learning-rate schedule: a trained net went on better at
---learning-rates 0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
+larger --filters widens every layer (the added channels start as copies of the source's,
+each one's outgoing weights shared out among it and its copies), and --extra-features true
+or --komi-input true add the liberty and ko planes or the komi plane (the stem's weights on
+them start at zero), so the grown net first plays as the source did; every other layer
+comes from the source (training/nets.py init_weights). Train steps count from 0 again, and
+so does the learning-rate schedule: a trained net went on better at --learning-rates
+0:0.005 than at the schedule's first 0.02 (docs/LINEAGE.md).
 
 The schedule (Config.schedule, the `9x9` preset's is the shipped net's lineage to its ninth
 version) is followed at

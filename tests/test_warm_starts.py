@@ -198,6 +198,7 @@ def test_init_from_adds_residual_blocks_that_start_as_identities(one_iteration, 
 
 
 def test_init_from_widens_every_layer_and_the_wider_net_plays_as_before(one_iteration, tmp_path):
+    from architectures.resnet import STEM_CONV
     from training.nets import read_weights
     source, _, _ = one_iteration
     old = read_weights(source)
@@ -208,11 +209,18 @@ def test_init_from_widens_every_layer_and_the_wider_net_plays_as_before(one_iter
     assert new.config.filters == wider
     planes = random_planes(np.random.default_rng(11), old.trainer.model.input_shape[1:])
     assert_answers_as(new.trainer.model, planes, old.trainer.model, planes)
-    # The added channels are not dead: a training step gives them weights into the old ones.
-    kernel = new.trainer.model.get_layer("block0_conv1").kernel
-    assert not np.asarray(kernel)[:, :, old.config.filters:, :old.config.filters].any()
+    # The added channels start as copies of the first four (Net2Net's widening: the stem,
+    # which reads the planes, gives them their sources' weights; the layers after share each
+    # source channel's weights out among it and its copy) and a training step sets them
+    # apart: they are neither dead nor clones.
+    stem = new.trainer.model.get_layer(STEM_CONV).kernel
+    added, copied = slice(old.config.filters, wider), slice(0, 4)
+    np.testing.assert_array_equal(
+        np.asarray(stem)[..., added],
+        np.asarray(old.trainer.model.get_layer(STEM_CONV).kernel)[..., copied])
+    assert np.asarray(new.trainer.model.get_layer("block0_conv1").kernel)[:, :, added].any()
     train_one_random_step(new.trainer, np.random.default_rng(12))
-    assert np.asarray(kernel)[:, :, old.config.filters:, :old.config.filters].any()
+    assert not np.allclose(np.asarray(stem)[..., added], np.asarray(stem)[..., copied])
     err = refused(tmp_path / "narrower", "--iterations", "1",
                   "--filters", str(old.config.filters), "--init_from", str(run))
     assert f"filters: it has {wider}, command asks {old.config.filters}" in err

@@ -450,8 +450,10 @@ class Config:
                                  "directory or one of its checkpoints) and takes their board and "
                                  "net shape; fresh optimizer and replay; --aux-heads true may add "
                                  "fresh ownership and score heads, a larger --blocks residual "
-                                 "blocks that start as identities, --extra-features true input "
-                                 "planes and --komi-input true the komi plane with zero weights")
+                                 "blocks that start as identities, a larger --filters channels "
+                                 "that start as copies of the source's (outgoing weights shared "
+                                 "out), --extra-features true input planes and --komi-input true "
+                                 "the komi plane with zero weights")
         for f in fields(cls):
             parser.add_argument(option_name(f.name), dest=f.name, default=None,
                                 type=_parser_for(f),
