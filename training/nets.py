@@ -428,7 +428,7 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
             planes_needed = (*needed[0][:3], weights[0].shape[3])
             weights = [_with_added_inputs(weights[0], planes_needed, *inputs)]
         if inputs[1].filters > inputs[0].filters:
-            weights = _widened(dst.name, weights, dst.get_weights(), inputs[0].filters, rng)
+            weights = _widened(dst.name, weights, needed, inputs[0].filters, rng)
         shapes = [a.shape for a in weights]
         if shapes != needed:
             raise ValueError(f"layer {src.name} has shapes {shapes}, this net needs {needed}")
@@ -440,39 +440,38 @@ def _copy_shared_layers(source, target, inputs: tuple[Config, Config],
     weights_changed(target)
 
 
-def _widened(name: str, weights: list, fresh: list, filters: int,
+def _widened(name: str, weights: list, shapes: list, filters: int,
              rng: np.random.Generator) -> list:
-    """A layer's source `weights` laid out in the wider target layer, whose freshly built
-    arrays are `fresh`, by splitting channels (Net2Net's widening): added channel k copies
+    """A layer's source `weights` laid out in the wider target layer, whose arrays have
+    `shapes`, by splitting channels (Net2Net's widening): added channel k copies
     source channel (k - filters) mod filters, the same map in every layer, so each copy
     computes what its source channel does. Along a widened output axis (a kernel's last, a
     bias, batch-norm entries) the copies take their source's values; along a kernel's widened
     input axis (..., inputs, outputs) a source channel's weights are then shared out among it
     and its copies, weight by weight, at random proportions that sum to one, so the layer
     computes exactly what it did, and the copies, read through different weights, learn
-    apart. The global pooling
-    layer's inputs are the trunk's means then its maxima, each `filters` wide in the source:
-    each half is mapped on its own. Arrays that do not fit are returned as they are (and
-    refused by the caller).
+    apart. The global pooling layer's inputs are the trunk's means then its maxima, each
+    `filters` wide in the source: each half is mapped on its own. Arrays that do not fit are
+    returned as they are (and refused by the caller).
 
     Zero weights from fresh channels (the other function-preserving growth) left the added
     channels at a few percent of the source weights' norm after 150k positions at the
     schedule's last rate, and the 10x64 net fitted held-out games no better than 8x32."""
     grown = []
-    for array, new in zip(weights, fresh):
-        if array.shape == new.shape or array.ndim != new.ndim or any(
-                have > want for have, want in zip(array.shape, new.shape)):
+    for array, shape in zip(weights, shapes):
+        if array.shape == shape or array.ndim != len(shape) or any(
+                have > want for have, want in zip(array.shape, shape)):
             grown.append(array)
             continue
         sources = []
-        for axis, (have, want) in enumerate(zip(array.shape, new.shape)):
+        for axis, (have, want) in enumerate(zip(array.shape, shape)):
             if name == "gpool_dense" and array.ndim == 2 and axis == 0 and have != want:
                 half = _channel_sources(filters, want // 2)
                 sources.append(np.r_[half, filters + half])
             else:
                 sources.append(_channel_sources(have, want))
         out = array[np.ix_(*sources)]
-        if array.ndim >= 2 and array.shape[-2] != new.shape[-2]:
+        if array.ndim >= 2 and array.shape[-2] != shape[-2]:
             # Shares of each source input channel's weights: drawn, then made to sum to one
             # over the channel and its copies, weight by weight.
             share = rng.uniform(0.5, 1.5, out.shape)
