@@ -36,7 +36,10 @@ still newer than the last match's. Every match has the same --seed, so each chec
 same openings. After each, one JSON line {"iteration", "positions", "player_b", "simulations",
 "games", "wins", "losses", "draws", "win_rate", "low", "high", "seed"} (low-high: the 95% Wilson
 interval; positions: the run's self-play positions at that checkpoint) is printed and appended
-to --output if given.
+to --output if given. With `--average-last N` the match plays the mean of the weights of the
+checkpoint and the N-1 before it (as many as the run has in a row at its start), the model
+`export_model.py --average-last N` would write there, and the line adds "averaged": the
+iterations.
 
 Everything that can be checked before the first game is: flags and their ranges, the GNU Go
 levels (0..10), the --output and --sgf paths, and that the GNU Go binary answers GTP as GNU Go
@@ -111,6 +114,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "each newer checkpoint, as soon as the last match ends, until the "
                              "run's trainer has stopped and its last checkpoint has played; a "
                              "JSON line after each match")
+    parser.add_argument("--average-last", type=int, default=1, metavar="N",
+                        help="with --follow: each match plays the mean of the weights of the "
+                             "newest checkpoint and the N-1 before it (fewer at a run's start), "
+                             "the model export_model.py --average-last N would write there "
+                             "(default: 1, the checkpoint itself)")
     parser.add_argument("--output", default=None,
                         help="with --rating or --follow: append the JSON lines here")
     options.add_inference(parser)
@@ -137,6 +145,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "taken once, while --black moves on); use a model file")
         if args.sgf:
             parser.error("--sgf is for one match, not --follow")
+        if not 1 <= args.average_last <= 1000:
+            parser.error(f"--average-last must be in [1, 1000], got {args.average_last}")
+    elif args.average_last != 1:
+        parser.error("--average-last is for --follow (export_model.py --average-last writes "
+                     "a mean as a model file)")
     if args.run and args.board_size is not None:
         parser.error("--board-size is for games without --run (the run's net knows its board)")
     for name in ("games", "parallel", "checkpoints"):
@@ -351,19 +364,25 @@ def follow(args: argparse.Namespace) -> int:
                 playing = waiting[0]
                 try:
                     # A checkpoint source of its own each time: one net in memory at once.
-                    entry = players.Checkpoints(run_path, parallel, log=log,
-                                                inference=args.inference).net(playing)
+                    checkpoints = players.Checkpoints(run_path, parallel, log=log,
+                                                      inference=args.inference)
+                    if args.average_last > 1:
+                        entry, averaged = checkpoints.mean(playing, args.average_last)
+                        name = (f"ckpt:{playing}" if len(averaged) == 1 else
+                                f"mean of ckpt:{averaged[0]}-{averaged[-1]}")
+                    else:
+                        entry, averaged, name = checkpoints.net(playing), None, f"ckpt:{playing}"
                 except players.SetupError as error:
                     log(f"evaluate: checkpoint {playing} cannot play ({error})")
                     unplayable.add(playing)
                     playing = None
                     continue
                 played = playing
-                report = match(args, config, (entry, f"ckpt:{playing}"), opponent, games,
-                               simulations, parallel)
+                report = match(args, config, (entry, name), opponent, games, simulations,
+                               parallel)
                 if report.games:
                     line = json.dumps(follow_record(run, playing, opponent[1], simulations,
-                                                    report, args.seed))
+                                                    report, args.seed, averaged))
                     print(line, flush=True)
                     if args.output:
                         write_output(args.output, line)
@@ -387,9 +406,10 @@ def follow(args: argparse.Namespace) -> int:
 
 
 def follow_record(run, iteration: int, opponent: str, simulations: int, report,
-                  seed: int) -> dict:
+                  seed: int, averaged: tuple[int, ...] | None = None) -> dict:
     """The JSON line of a followed match: the checkpoint, the run's positions at it (from
-    its metrics line, where there is one), the opponent, and the result."""
+    its metrics line, where there is one), the opponent, the result, and with --average-last
+    the iterations whose mean played."""
     positions = next((record["positions"] for record in run.read_metrics()
                       if record.get("iteration") == iteration and "positions" in record), None)
     low, high = report.interval()
@@ -397,7 +417,8 @@ def follow_record(run, iteration: int, opponent: str, simulations: int, report,
             "simulations": simulations, "games": report.games, "wins": report.wins,
             "losses": report.losses, "draws": report.draws,
             "win_rate": round(report.win_rate, 4), "low": round(low, 4),
-            "high": round(high, 4), "seed": seed}
+            "high": round(high, 4), "seed": seed,
+            **({"averaged": list(averaged)} if averaged is not None else {})}
 
 
 def rating(args, config, checkpoints: players.Checkpoints, games: int, simulations: int,

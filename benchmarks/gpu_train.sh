@@ -34,16 +34,17 @@
 #       schedule, the replay buffer refilled by self-play.)
 #
 # While the loop trains, GNU Go plays its checkpoints on the machine's idle CPU cores (the
-# call's cores but its first two, at a lower priority): `evaluate.py --follow` plays the
-# run's newest checkpoint against GPU_MATCH (gnugo:10; any evaluate.py player, such as
-# model:models/9x9.npz for a net grown from the shipped one; empty: none) in GPU_MATCH_GAMES
-# (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed GPU_MATCH_SEED (61:
-# other openings than the CPU checks' 50, 51 and 0), then again with the checkpoint newest
-# then, and so on. Its lines come back in matches.log, one JSON line per match; a match
-# still playing when the call must end is dropped. GNU Go is the carried Debian package,
-# unpacked in /tmp/gnugo_root (its binary run through a wrapper that puts the carried
-# readline on the library path); without it there are no GNU Go matches, and the loop trains
-# alone.
+# call's cores but its first two, at a lower priority): `evaluate.py --follow --average-last`
+# plays the mean of the run's newest GPU_AVERAGE checkpoints (fewer at a run's start: the net
+# model_averaged.npz would hold then, below) against GPU_MATCH (gnugo:10; any evaluate.py
+# player, such as model:models/9x9.npz for a net grown from the shipped one; empty: none) in
+# GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed
+# GPU_MATCH_SEED (61: other openings than the CPU checks' 50, 51 and 0), then again with the
+# mean up to the checkpoint newest then, and so on. Its lines come back in matches.log, one
+# JSON line per match; a match still playing when the call must end is dropped. GNU Go is
+# the carried Debian package, unpacked in /tmp/gnugo_root (its binary run through a wrapper
+# that puts the carried readline on the library path); without it there are no GNU Go
+# matches, and the loop trains alone.
 #
 #   benchmarks/gpu_train.sh rehearse run|more MINUTES [arguments]
 #       here, on this machine's CPU, before device time is spent on it: the same call with
@@ -286,10 +287,10 @@ follow_matches() {
         CUDA_VISIBLE_DEVICES="" exec nice -n 10 "${pin[@]}" "${SCRIPT[@]}" evaluate.py --run "$RUN_DIR" \
             --black ckpt:latest --white "$MATCH" --games "$MATCH_GAMES" \
             --sims "$MATCH_SIMS" --parallel "$MATCH_GAMES" --seed "${GPU_MATCH_SEED:-61}" \
-            --inference float32 ${GNUGO:+--gnugo "$GNUGO"} --follow
+            --inference float32 ${GNUGO:+--gnugo "$GNUGO"} --follow --average-last "$AVERAGE"
     ) > "$OUT/matches.log" 2>&1 &
     FOLLOWER=$!
-    echo "matches beside the loop: ckpt:latest against $MATCH, $MATCH_GAMES games at $MATCH_SIMS simulations (PID $FOLLOWER${pin:+, cores $cores})"
+    echo "matches beside the loop: the mean of the last $AVERAGE checkpoints against $MATCH, $MATCH_GAMES games at $MATCH_SIMS simulations (PID $FOLLOWER${pin:+, cores $cores})"
 }
 
 # After the loop: the follower plays on (the run's last checkpoint, if it has not yet) for
@@ -315,7 +316,10 @@ import json, sys
 matches = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
 for m in matches:
     positions = f"{m['positions']:,}" if m["positions"] is not None else "?"
-    print(f"checkpoint {m['iteration']} ({positions} positions) against {m['player_b']} at "
+    span = m.get("averaged") or [m["iteration"]]
+    played = (f"checkpoint {span[0]}" if len(span) == 1 else
+              f"the mean of checkpoints {span[0]}-{span[-1]}")
+    print(f"{played} ({positions} positions) against {m['player_b']} at "
           f"{m['simulations']} simulations: {m['wins'] + m['draws'] / 2:g}/{m['games']} = "
           f"{m['win_rate']:.1%} (95% {m['low']:.1%}-{m['high']:.1%})")
 if not matches:

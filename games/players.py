@@ -22,9 +22,11 @@ from pathlib import Path
 
 from games.match_players import NetEntry
 from training.config import Config
-from training.nets import SHIPPED_MODEL, NetOpenError, OpenedNet, open_net, read_net_config
+from training.nets import (SHIPPED_MODEL, NetOpenError, OpenedNet, net_of_weights, open_net,
+                            read_net_config)
 from training.options import DEFAULT_BOARD_SIZE, PlayerSpec
 from training.run_directory import RunDirectory
+from training.weight_averaging import average_checkpoints
 
 
 class SetupError(Exception):
@@ -138,6 +140,23 @@ class Checkpoints:
                                  batch_size=self.batch_size, log=self.log)
             self.loaded[iteration] = NetEntry(opened.net, opened.config)
         return self.loaded[iteration]
+
+    def mean(self, iteration: int, count: int) -> tuple[NetEntry, tuple[int, ...]]:
+        """The net of the mean of the weights of the `count` checkpoints up to `iteration`, or
+        of as many as the run has in a row there (training/weight_averaging.py: the model
+        export_model.py --average-last would write), and the iterations averaged; SetupError
+        if `iteration` cannot be opened."""
+        try:
+            averaged = average_checkpoints(self.run.path, count, checkpoint=iteration,
+                                           fewer=True, log=self.log)
+            first, last = averaged.iterations[0], averaged.iterations[-1]
+            net = net_of_weights(averaged.config, averaged.weights,
+                                 f"the mean of {self.run.path.name}'s checkpoints {first}-{last}",
+                                 batch_size=self.batch_size, inference=self.inference,
+                                 log=self.log)
+        except NetOpenError as error:
+            raise SetupError(str(error)) from None
+        return NetEntry(net, averaged.config), averaged.iterations
 
 
 def match_entry(spec: PlayerSpec, config: Config, checkpoints: Checkpoints | None,

@@ -579,6 +579,45 @@ def test_a_follower_passes_over_a_damaged_newest_checkpoint_to_the_one_before(tm
         f"evaluate: no readable checkpoint in {run / 'checkpoints'}"), nothing.stderr
 
 
+def test_a_follower_with_average_last_plays_the_mean_export_model_writes(tmp_path):
+    # --average-last N: each followed match is the mean of the checkpoint and the N-1 before
+    # it, fewer at a run's start. The match must be the one a plain evaluate.py plays with the
+    # model file export_model.py --average-last writes of the same checkpoints.
+    import bp_tree
+    import evaluate
+    import export_model
+    run = tmp_path / "run"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert bp_tree.main(["--run", str(run), "--preset", "tiny", "--iterations", "3",
+                             "--gnugo-every", "0", "--random-every", "0",
+                             "--checkpoints-to-keep", "3"]) == 0
+    match = ["--white", "random", "--games", "6", "--sims", "4", "--seed", "7",
+             "--inference", "float32"]
+    for asked, averaged in ((2, [2, 3]), (5, [1, 2, 3])):
+        follower = subprocess.run(
+            [sys.executable, "evaluate.py", "--run", str(run), "--black", "ckpt:latest",
+             "--follow", "--average-last", str(asked), *match],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+        assert follower.returncode == 0, follower.stderr
+        assert f"A = mean of ckpt:{averaged[0]}-3" in follower.stdout, follower.stdout
+        [line] = follow_lines(follower.stdout)
+        assert line["iteration"] == 3 and line["averaged"] == averaged, line
+        model = tmp_path / f"mean{asked}.npz"
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            assert export_model.main(["--run", str(run), "--output", str(model),
+                                      "--average-last", str(len(averaged))]) == 0
+        plain = io.StringIO()
+        with contextlib.redirect_stdout(plain), contextlib.redirect_stderr(io.StringIO()):
+            assert evaluate.main(["--run", str(run), "--black", f"model:{model}", *match]) == 0
+        assert (f"A wins {line['wins']}, loses {line['losses']}, draws {line['draws']}"
+                in plain.getvalue()), (line, plain.getvalue())
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+        evaluate.parse_args(["--run", str(run), "--black", "ckpt:latest", "--average-last",
+                             "2", *match])
+    assert "--average-last is for --follow" in err.getvalue()
+
+
 def test_a_follower_whose_checkpoints_all_fail_to_open_says_so_and_exits_1(tiny_run):
     # A checkpoint can vanish or break after the follower read the run's config (the trainer
     # keeps its last few): then every one it tries cannot play. The net's opening is made to

@@ -1,6 +1,7 @@
 """`export_model.py --average-last N`: the mean of a run's last checkpoints' weights as a model
 file, checked against the mean the test takes itself of the checkpoint files it reads with
-NumPy; damaged checkpoints passed over, too few or a grown net refused in one line.
+NumPy; damaged checkpoints passed over, too few or a grown net refused in one line (or, for a
+follower, as many as there are).
 """
 import contextlib
 import io
@@ -15,6 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import export_model  # noqa: E402
 from loop_runs import checkpoint_iterations, read_checkpoint, run_main  # noqa: E402
+from training.weight_averaging import average_checkpoints  # noqa: E402
 
 
 def export(*argv: str) -> tuple[int, str, str]:
@@ -136,6 +138,11 @@ def test_the_span_is_consecutive_and_names_its_end(four_iterations, tmp_path):
     (run / "checkpoints" / "ckpt_000002.npz").unlink()
     assert refusal(tmp_path / "gap.npz", "--run", str(run), "--average-last", "3") == (
         too_few(run, 2, 3))
+    # A follower (evaluate.py --follow --average-last) takes as many as there are in a row.
+    fewer = average_checkpoints(run, 3, fewer=True, log=lambda message: None)
+    assert fewer.iterations == (3, 4)
+    for name, array in mean_of(run, [3, 4]).items():
+        np.testing.assert_allclose(fewer.weights[name], array, rtol=1e-6, atol=1e-7)
     # The checkpoint asked for must be sound itself, as without averaging.
     newest = run / "checkpoints" / "ckpt_000004.npz"
     newest.write_bytes(b"torn")
@@ -156,6 +163,8 @@ def test_checkpoints_of_a_net_the_schedule_grew_are_not_averaged(tmp_path):
     assert refusal(tmp_path / "x.npz", "--run", str(run), "--average-last", "3") == (
         f"export_model: {run}: checkpoints 1 and 2 hold different nets (the schedule grew it "
         f"in between): average at most 2 up to 3")
+    # A follower's mean ends where the net grew.
+    assert average_checkpoints(run, 3, fewer=True).iterations == (2, 3)
     code, _, err = export("--run", str(run), "--output", str(tmp_path / "y.npz"),
                           "--average-last", "2")
     assert code == 0, err

@@ -283,15 +283,29 @@ def open_net(source: str | os.PathLike, *, checkpoint: int | None = None, batch_
     a front end starts in a second. Calls of more than `batch_size` rows run in chunks.
     `inference` (Config.inference) picks its precision on this CPU and logs the choice and
     why (training/inference_choice.py); NetOpenError for one that cannot be had."""
-    from training.inference_choice import choose_inference
     config, weights, opened = read_named_weights(source, checkpoint=checkpoint, log=log)
+    return replace(opened, net=_playing_net(config, weights, opened.label, batch_size,
+                                            inference, log))
+
+
+def net_of_weights(config: Config, weights: dict[str, np.ndarray], label: str, *,
+                   batch_size: int = 1, inference: str = "float32", log=print):
+    """The net `open_net` would make of "model.NNNN" weights held in memory rather than read
+    from a file (the mean of a run's checkpoints, training/weight_averaging.py)."""
+    from architectures.array_net import named_weights
+    return _playing_net(config, named_weights(config, weights), label, batch_size, inference,
+                        log)
+
+
+def _playing_net(config, named, label, batch_size, inference, log):
+    from training.inference_choice import choose_inference
     try:
-        choice = choose_inference(inference, weights, config, batch_size=batch_size, log=log)
+        choice = choose_inference(inference, named, config, batch_size=batch_size, log=log)
     except ValueError as error:
         raise NetOpenError(str(error)) from None
     if inference != "float32":
         log(f"net: {choice.describe()}")
-    return replace(opened, net=choice.net(weights, config, opened.label, batch_size))
+    return choice.net(named, config, label, batch_size)
 
 
 def with_source_shape(config: Config, source: str | os.PathLike,

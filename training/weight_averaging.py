@@ -42,11 +42,12 @@ class AveragedWeights:
 
 
 def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int | None = None,
-                        log=print) -> AveragedWeights:
+                        fewer: bool = False, log=print) -> AveragedWeights:
     """The mean of the weights of `count` sound checkpoints of `run` (a run directory, or one
     of its checkpoint files: then up to that one): the newest, or those up to iteration
     `checkpoint`, which must be sound itself. NetOpenError (one line) when there are not that
-    many in a row, or they hold different nets."""
+    many in a row, or they hold different nets. With `fewer`, the mean of as many as there are
+    in a row of one net, at least one (a run's first iterations, as a follower meets them)."""
     if count < 1:
         raise NetOpenError(f"the number of checkpoints to average must be at least 1, got {count}")
     run, checkpoint = checkpoint_file(run, checkpoint)
@@ -94,6 +95,8 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
             sums = {name: array.astype(np.float64) for name, array in weights.items()}
             dtypes = {name: array.dtype for name, array in weights.items()}
         elif shape != newest_shape:
+            if fewer:       # the span ends where the schedule grew the net
+                break
             raise NetOpenError(
                 f"{path}: checkpoints {iteration} and {taken[-1]} hold different nets (the "
                 f"schedule grew it in between): average at most {len(taken)} up to "
@@ -102,11 +105,11 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
             for name, array in weights.items():
                 sums[name] += array
         taken.append(iteration)
-    if len(taken) < count:
+    if len(taken) < count and not (fewer and taken):
         raise NetOpenError(f"{path} has {len(taken)} sound checkpoint"
                            f"{'' if len(taken) == 1 else 's'} in a row"
                            f"{f' up to iteration {checkpoint}' if checkpoint else ''}, "
                            f"not the {count} to average (--checkpoints-to-keep sets how many a "
                            f"run keeps)")
-    means = {name: (total / count).astype(dtypes[name]) for name, total in sums.items()}
+    means = {name: (total / len(taken)).astype(dtypes[name]) for name, total in sums.items()}
     return AveragedWeights(path, newest_config, means, tuple(reversed(taken)), newest_counters)
