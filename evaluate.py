@@ -368,16 +368,16 @@ def follow(args: argparse.Namespace) -> int:
                                                       inference=args.inference)
                     if args.average_last > 1:
                         entry, averaged = checkpoints.mean(playing, args.average_last)
-                        name = (f"ckpt:{playing}" if len(averaged) == 1 else
-                                f"mean of ckpt:{averaged[0]}-{averaged[-1]}")
                     else:
-                        entry, averaged, name = checkpoints.net(playing), None, f"ckpt:{playing}"
+                        entry, averaged = checkpoints.net(playing), None
                 except players.SetupError as error:
                     log(f"evaluate: checkpoint {playing} cannot play ({error})")
                     unplayable.add(playing)
                     playing = None
                     continue
                 played = playing
+                name = (f"mean of ckpt:{averaged[0]}-{averaged[-1]}" if averaged and
+                        len(averaged) > 1 else f"ckpt:{playing}")
                 report = match(args, config, (entry, name), opponent, games, simulations,
                                parallel)
                 if report.games:

@@ -55,10 +55,8 @@ def main(argv=None) -> int:
             averaged = average_checkpoints(args.run, args.average_last,
                                            checkpoint=args.checkpoint, log=log)
             config, weights, counters = averaged.config, averaged.weights, averaged.counters
-            first, iteration = averaged.iterations[0], averaged.iterations[-1]
-            name = averaged.path.name
-            label = (f"the mean of {name}'s {len(averaged.iterations)} checkpoints of "
-                     f"iterations {first} to {iteration}")
+            name, iteration, label = (averaged.path.name, averaged.iterations[-1],
+                                      averaged.label)
         else:
             found = read_weights(args.run, checkpoint=args.checkpoint, log=log)
             config, weights, name, iteration = (found.config, found.weights, found.path.name,

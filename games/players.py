@@ -149,9 +149,7 @@ class Checkpoints:
         try:
             averaged = average_checkpoints(self.run.path, count, checkpoint=iteration,
                                            fewer=True, log=self.log)
-            first, last = averaged.iterations[0], averaged.iterations[-1]
-            net = net_of_weights(averaged.config, averaged.weights,
-                                 f"the mean of {self.run.path.name}'s checkpoints {first}-{last}",
+            net = net_of_weights(averaged.config, averaged.weights, averaged.label,
                                  batch_size=self.batch_size, inference=self.inference,
                                  log=self.log)
         except NetOpenError as error:

@@ -40,6 +40,13 @@ class AveragedWeights:
     iterations: tuple           # the checkpoints averaged, oldest first
     counters: dict              # the newest checkpoint's counters
 
+    @property
+    def label(self) -> str:
+        """Which net this is, for messages: "the mean of RUN's N checkpoints of iterations A
+        to B"."""
+        return (f"the mean of {self.path.name}'s {len(self.iterations)} checkpoints of "
+                f"iterations {self.iterations[0]} to {self.iterations[-1]}")
+
 
 def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int | None = None,
                         fewer: bool = False, log=print) -> AveragedWeights:
