@@ -11,8 +11,11 @@ Per game in flight (preallocated, G games, L = max_moves):
     moves    int16   [G, L]           the move played (for SGF records)
     full     bool    [G, L]           searched fully: only these become training positions
     version  int32   [G, L]           `weights_version` when the position was searched
+    search_value float32 [G, L]       the root's visit-weighted mean Q after the search, the
+                                      side to move's view (kept only with value_search_share)
 When a game ends, its positions get the value target z * to_play, z the result from black's
-view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. Its positions
+view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. With
+Config.value_search_share s > 0 the target is (1 - s) * z * to_play + s * search_value. Its positions
 also get the auxiliary targets (replay_buffer.py): the final position's area ownership
 (games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
 to_play; a resigned game has no final position, so its positions are marked not final.
@@ -156,6 +159,7 @@ class SelfPlay:
         self.moves = np.zeros((games, length), np.int16)
         self.full = np.ones((games, length), bool)
         self.version = np.zeros((games, length), np.int32)
+        self.search_value = np.zeros((games, length), np.float32)
         # The caller's label for the evaluator's current weights (the training loop: the
         # iteration that trained them); set it whenever the weights change.
         self.weights_version = 0
@@ -279,8 +283,11 @@ class SelfPlay:
         self.moves[rows, move_number] = actions
         self.version[rows, move_number] = self.weights_version
         resigning = np.zeros(config.num_games, bool)
+        if config.value_search_share > 0 or config.resign_threshold > -1:
+            root_values = driver.root_values()
+            self.search_value[rows, move_number] = root_values
         if config.resign_threshold > -1:
-            hopeless = driver.root_values() < config.resign_threshold
+            hopeless = root_values < config.resign_threshold
             resigning = hopeless & ~self.playthrough
             first_wish = hopeless & self.playthrough & (self.would_resign == 0)
             self.would_resign[first_wish] = to_play[first_wish]
@@ -306,6 +313,9 @@ class SelfPlay:
             record.moves = record.moves[:-1]
         to_play = self.to_play[game, :length].astype(np.float32)
         values = result * to_play
+        share = self.config.value_search_share
+        if share > 0:
+            values = (1 - share) * values + share * self.search_value[game, :length]
         n = self.config.board_size
         if self.resigned_by[game]:
             owner, final = np.zeros((n, n), np.int8), False

@@ -1,8 +1,9 @@
-"""Self-play bookkeeping with a stand-in evaluator: value targets from the final result,
-resignation and its play-through share, the batch kept full, SGF-ready move lists."""
+"""Self-play bookkeeping with a stand-in evaluator: value targets from the final result (and
+the search's value, with value_search_share), resignation and its play-through share, the
+batch kept full, SGF-ready move lists."""
 import numpy as np
 
-from float_tolerance import gamma
+from float_tolerance import EPS32, gamma
 from training.config import PRESETS
 from kernels import GoBatch
 from games.selfplay import SelfPlay
@@ -49,6 +50,28 @@ def test_value_targets_follow_the_final_score_from_the_side_to_move():
     # Policy targets are distributions; planes are 0/1.
     np.testing.assert_allclose(batch.policy.sum(axis=1), 1.0, atol=gamma(2 * batch.policy.shape[1]))
     assert set(np.unique(batch.planes)) <= {0, 1}
+
+
+def test_value_search_share_mixes_the_search_s_value_into_the_value_targets():
+    # Every position is worth 0.3 to its side to move. With one simulation a move the root's
+    # one visited child is a position of the opponent's, so the search values the root at
+    # -0.3, except where the move played ends the game: that child is worth the result.
+    config = tiny(num_games=4, simulations=1)
+    evaluator = constant_evaluator(0.3, config.num_actions)
+    plain = SelfPlay(config, evaluator, seed=3).play(100)
+    for share in (0.5, 1.0):
+        mixed = SelfPlay(config.overridden(value_search_share=share), evaluator, seed=3).play(100)
+        # The targets do not change the games, only what is learnt from them.
+        assert [game.moves for game in mixed.games] == [game.moves for game in plain.games]
+        start = 0
+        for game in mixed.games:
+            length = len(game.moves)
+            result = plain.value[start:start + length]
+            expected = np.append((1 - share) * result[:-1] + share * -0.3, result[-1])
+            np.testing.assert_allclose(mixed.value[start:start + length], expected,
+                                       rtol=0, atol=4 * EPS32)
+            start += length
+        assert start == mixed.positions
 
 
 def test_hopeless_games_resign_and_playthrough_games_count_false_resignations():

@@ -137,6 +137,14 @@ class Config:
     # Share of self-play games that start from 2-4 free handicap stones, White to move, so that
     # the value means something in handicap games.
     handicap_share: float = 0.0
+    # Each kept position's value target: (1 - s) * the game's result + s * the search's value
+    # of the position (its root's visit-weighted mean Q, the side to move's view), s this
+    # share. The result says how the game went after many sampled moves, each of which can
+    # lose a group (docs/RESULTS.md, fourteenth session); the search's value is what it
+    # thought with the position in front of it. 0: the result alone (AlphaZero); 0.5: the mean
+    # of the two, as Oracle's "Lessons from AlphaZero" (2018) trained Connect Four. Positions
+    # read from chunks (--selfplay-from) keep the targets they were played with.
+    value_search_share: float = 0.0
 
     # Training.
     train_batch_size: int = 256
@@ -374,6 +382,7 @@ class Config:
             ("play_simulations", 0, 100_000), ("forced_playouts", 0, 100), ("workers", 0, 100_000), ("worker_gpus", 0, 64), ("rollout_lambda", 0, 1),
             ("gumbel_considered", 0, n * n + 1), ("komi_spread", 0, n * n),
             ("komi_wide_share", 0, 1), ("handicap_share", 0, 1), ("score_utility", 0, 1),
+            ("value_search_share", 0, 1),
             ("policy_surprise_weight", 0, 1),
         ]
 
