@@ -12,12 +12,14 @@ Per game in flight (preallocated, G games, L = max_moves):
     full     bool    [G, L]           searched fully: only these become training positions
     version  int32   [G, L]           `weights_version` when the position was searched
     search_value float32 [G, L]       the root's visit-weighted mean Q after the search, the
-                                      side to move's view (kept only with value_search_share)
+                                      side to move's view (recorded where root values are
+                                      read: value_search_share or resignation; read only
+                                      with value_search_share)
 When a game ends, its positions get the value target z * to_play, z the result from black's
 view (+1 / -1, 0 for a draw); a resigned game is lost by the side that resigned. With
-Config.value_search_share s > 0 the target is (1 - s) * z * to_play + s * search_value. Its positions
-also get the auxiliary targets (replay_buffer.py): the final position's area ownership
-(games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
+Config.value_search_share s > 0 the target is (1 - s) * z * to_play + s * search_value.
+Its positions also get the auxiliary targets (replay_buffer.py): the final position's area
+ownership (games/territory.py) and area score (black - white - komi, as GoBatch.score), both times
 to_play; a resigned game has no final position, so its positions are marked not final.
 Each position's reply target is the policy target of the game's next position (a fast search's
 too, under playout cap randomization), rows of 0 for the last (the opponent's reply head).
