@@ -143,7 +143,9 @@ class Config:
     # lose a group (docs/RESULTS.md, fourteenth session); the search's value is what it
     # thought with the position in front of it. 0: the result alone (AlphaZero); 0.5: the mean
     # of the two, as Oracle's "Lessons from AlphaZero" (2018) trained Connect Four. Positions
-    # read from chunks (--selfplay-from) keep the targets they were played with.
+    # read from chunks (--selfplay-from) keep the targets they were played with. It helped
+    # runs from zero, and hurt a go-on run from the shipped model (docs/RESULTS.md,
+    # twenty-seventh and twenty-eighth sessions).
     value_search_share: float = 0.0
 
     # Training.
