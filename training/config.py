@@ -144,8 +144,9 @@ class Config:
     # thought with the position in front of it. 0: the result alone (AlphaZero); 0.5: the mean
     # of the two, as Oracle's "Lessons from AlphaZero" (2018) trained Connect Four. Positions
     # read from chunks (--selfplay-from) keep the targets they were played with. It helped
-    # runs from zero, and hurt a go-on run from the shipped model (docs/RESULTS.md,
-    # twenty-seventh and twenty-eighth sessions).
+    # the 9x9 preset's loop from zero, and hurt the device script's recipe from zero (512
+    # games in flight, batches of 512) and a go-on run from the shipped model
+    # (docs/RESULTS.md, twenty-seventh to twenty-ninth sessions).
     value_search_share: float = 0.0
 
     # Training.
