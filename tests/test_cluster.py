@@ -78,16 +78,21 @@ def test_two_workers_two_iterations_survive_a_killed_worker(tmp_path):
     # positions of the games handed over after short calls over the call's time (once 10x
     # more). So the moves arriving per second of the iteration are the workers' speed times
     # their number times the share of the iteration they played, up to the fields' rounding
-    # (speed and rate to 0.01, share to 0.001; 1% more for the products of those errors).
-    # How large that share is depends on the load (the actors wait while a slow learner
-    # trains), so only this identity is checked in each iteration; over the run an actor,
-    # playing one call at a time, cannot play more seconds than passed.
+    # (speed and rate to 0.01, share to 0.001: each true value within half a step of the
+    # field). How large that share is depends on the load (the actors wait while a slow
+    # learner trains, or for Ray to restart one), so only this identity is checked in each
+    # iteration; over the run an actor, playing one call at a time, cannot play more seconds
+    # than passed.
     for record in records:
         speed, share = record["positions_per_worker_per_s"], record["workers_busy_share"]
         arrival = record["selfplay_positions_per_s"]
-        assert share > 0
-        rounding = 1.01 * (0.005 / speed + 0.0005 / share + 0.005 / arrival)
-        assert speed * 2 * share == pytest.approx(arrival, rel=rounding), record
+        assert share > 0.0005 and speed > 0.005 and arrival > 0.005, record
+        # The rounded product over the rounded arrival, at the two ends of the true values.
+        # The bound is relative to the true value, not the rounded one: at a share of 0.003
+        # the true one may be 0.0025, 20% less (a loaded machine gave that once).
+        low = speed / (speed + 0.005) * share / (share + 0.0005) * (arrival - 0.005) / arrival
+        high = speed / (speed - 0.005) * share / (share - 0.0005) * (arrival + 0.005) / arrival
+        assert low - 1e-9 <= speed * 2 * share / arrival <= high + 1e-9, record
     played_seconds = sum(r["workers_busy_share"] * r["selfplay_seconds"] for r in records)
     assert played_seconds <= (1 + 0.0005) * sum(r["selfplay_seconds"] for r in records), records
 
