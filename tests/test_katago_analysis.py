@@ -262,8 +262,10 @@ def test_terminate_stops_a_search_in_flight_and_a_queued_one():
                               overrideSettings={"maxTime": 0}, rules="chinese"))
     partial = engine.read()
     assert partial["id"] == "long" and partial["isDuringSearch"] is True
-    engine.send('{"id": "stop", "action": "terminate", "terminateId": "long"}')
+    # The queued one is stopped first: stopped second, it could take the freed game between
+    # the two lines on a loaded machine, and then ends as an active search with no visits.
     engine.send('{"id": "stop2", "action": "terminate", "terminateId": "queued"}')
+    engine.send('{"id": "stop", "action": "terminate", "terminateId": "long"}')
     answers = []
     while not (any(a.get("id") == "long" and not a["isDuringSearch"] for a in answers)
                and any(a.get("id") == "queued" for a in answers)):
