@@ -8,8 +8,9 @@ and Ray's actors are left as they are. The match against a random player, a chec
 self-play plays, plays it too; the rated evaluations (GNU Go, the previous checkpoint) play
 float32, so that a run's rating chain is the same on every CPU. After each iteration's
 training the int8 graph is made again from the new weights, its activation ranges from
-CALIBRATION positions of the iteration's own self-play; `requantize` returns what that took,
-which the loop records beside the iteration's time (metrics `quantize_seconds`).
+CALIBRATION positions of the iteration's own self-play (`loop_calibration`), their komis spread
+from one end to the other of those self-play draws, as at the start; `requantize` returns what
+that took, which the loop records beside the iteration's time (metrics `quantize_seconds`).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from kernels.go_batch import resolve_backend, with_komi_plane
 from training.config import Config
-from training.inference_choice import InferenceChoice, choose_inference
+from training.inference_choice import InferenceChoice, calibration_komis, choose_inference
 
 CALIBRATION = 512
 
@@ -43,14 +44,27 @@ def int8_net(choice: InferenceChoice, model, config: Config):
 
 
 def requantize(net, batch, config: Config, rng: np.random.Generator) -> float:
-    """Make `net`'s int8 graph from the trainer's new weights, calibrated on positions of
-    `batch` (the iteration's self-play); the seconds it took."""
-    rows = np.sort(rng.choice(len(batch.planes), min(CALIBRATION, len(batch.planes)),
-                              replace=False))
-    planes = np.asarray(batch.planes[rows], dtype=np.float32)
-    if config.komi_input:
-        planes = with_komi_plane(planes, batch.komi[rows])
-    net.calibrate(planes)
+    """Make `net`'s int8 graph from the trainer's new weights, calibrated on
+    `loop_calibration`'s planes; the seconds it took."""
+    net.calibrate(loop_calibration(batch, config, rng))
     before = net.quantize_seconds
     net.follow()
     return net.quantize_seconds - before
+
+
+def loop_calibration(batch, config: Config, rng: np.random.Generator) -> np.ndarray:
+    """float32 calibration planes: CALIBRATION positions of `batch` (the iteration's self-play:
+    stored planes, and komi for the side to move), for a net that reads the komi each given a
+    komi of `calibration_komis`, from one end to the other of those self-play draws, for
+    either side to move. MinMax ranges need the ends, and the positions' own komis end
+    wherever the sample's games happened to: calibrated on them, the net of 3 iterations in 16
+    of a go-on run misread komis past 20 points by 0.07-0.44 in its value, towards an even
+    game (docs/RESULTS.md, thirty-third session)."""
+    count = min(CALIBRATION, len(batch.planes))
+    rows = np.sort(rng.choice(len(batch.planes), count, replace=False))
+    planes = np.asarray(batch.planes[rows], dtype=np.float32)
+    if not config.komi_input:
+        return planes
+    komis = calibration_komis(config, count)
+    own = np.where(np.arange(count) % 2 == 0, komis, -komis)
+    return with_komi_plane(planes, rng.permutation(own))
