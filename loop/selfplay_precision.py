@@ -55,8 +55,8 @@ def requantize(net, batch, config: Config, rng: np.random.Generator) -> float:
 def loop_calibration(batch, config: Config, rng: np.random.Generator) -> np.ndarray:
     """float32 calibration planes: CALIBRATION positions of `batch` (the iteration's self-play:
     stored planes, and komi for the side to move), for a net that reads the komi each given a
-    komi of `calibration_komis`, from one end to the other of those self-play draws, for
-    either side to move. MinMax ranges need the ends, and the positions' own komis end
+    komi of `calibration_komis`, from one end to the other of those self-play draws, half of
+    them for the other side to move. MinMax ranges need the ends, and the positions' own komis end
     wherever the sample's games happened to: calibrated on them, the net of 3 iterations in 16
     of a go-on run misread komis past 20 points by 0.07-0.44 in its value, towards an even
     game (docs/RESULTS.md, thirty-third session)."""
@@ -65,6 +65,6 @@ def loop_calibration(batch, config: Config, rng: np.random.Generator) -> np.ndar
     planes = np.asarray(batch.planes[rows], dtype=np.float32)
     if not config.komi_input:
         return planes
-    komis = calibration_komis(config, count)
-    own = np.where(np.arange(count) % 2 == 0, komis, -komis)
+    komis = calibration_komis(config, (count + 1) // 2)     # each for either side to move
+    own = np.concatenate([komis, -komis])[:count]
     return with_komi_plane(planes, rng.permutation(own))
