@@ -19,8 +19,8 @@ pytest.importorskip("onnxruntime")
 
 from architectures.array_net import ArrayNet  # noqa: E402
 from architectures.onnx_net import OnnxNet  # noqa: E402
-from architectures.quantized import (agreement, cpu_flags, float32_layers,  # noqa: E402
-                                     gate_failures, vnni_name)
+from architectures.quantized import (GATE_VALUE_MAE, agreement, cpu_flags,  # noqa: E402
+                                     float32_layers, gate_failures, vnni_name)
 from kernels.go_batch import KOMI_SCALE  # noqa: E402
 from training import inference_choice  # noqa: E402
 from training.inference_choice import choose_inference  # noqa: E402
@@ -102,7 +102,6 @@ def test_the_int8_net_a_front_end_makes_keeps_the_gate_at_every_komi(tmp_path, m
     error at each komi among them (3.5 to 19 points, from either side): calibrated at komi
     7.5 alone, the uint8 ranges clipped the rest, and the value was off by 0.46-0.51 on
     average at 11.5 and 19."""
-    from architectures.quantized import GATE_VALUE_MAE
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     config, weights, _ = read_named_weights(SHIPPED_MODEL)
     choice = choose_inference("int8", weights, config, batch_size=None, log=lambda line: None)
@@ -131,8 +130,7 @@ def test_the_loops_int8_net_is_calibrated_over_every_komi_whatever_its_sample_he
     positions (3.5 to 19 points, either side), as the front end's net does: calibrated on
     positions' own komis, a sample that ended at 22.5 points read 20-28 about 0.12 low."""
     from types import SimpleNamespace
-    from architectures.quantized import GATE_VALUE_MAE
-    from loop.selfplay_precision import loop_calibration
+    from loop.selfplay_precision import CALIBRATION, loop_calibration
     config, weights, _ = read_named_weights(SHIPPED_MODEL)
     planes = stored_positions()
     own_komi = planes[:, 0, 0, -1] * KOMI_SCALE
@@ -140,7 +138,7 @@ def test_the_loops_int8_net_is_calibrated_over_every_komi_whatever_its_sample_he
     assert 64 <= near.sum() < len(planes)
     batch = SimpleNamespace(planes=planes[near][..., :-1].astype(np.uint8), komi=own_komi[near])
     calibration = loop_calibration(batch, config, np.random.default_rng(0))
-    assert calibration.shape == (min(512, near.sum()), *planes.shape[1:])
+    assert calibration.shape == (min(CALIBRATION, near.sum()), *planes.shape[1:])
     net = OnnxNet(weights, config.board_size, config.input_planes, "int8", precision="int8",
                   calibration=calibration)
     by_komi = value_error_by_komi(ArrayNet(weights, config), net, planes)
