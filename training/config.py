@@ -560,20 +560,23 @@ PRESETS = {
     # tenth adds the komi plane by a warm start, models/README.md), each step where that chain
     # of warm starts took it, at about 4,200 self-play positions per iteration: the rate from
     # 0.02 to 0.005 (iteration 414 of the lineage), 0.0015 (772), 0.0006 with 32 simulations
-    # (1118) and 0.0003 (1897); the ownership and score heads (955), 6 residual blocks
-    # (1390), the liberty and ko planes (1778) and 8 blocks (2106). A warm start from the
-    # shipped model enters it after its last event.
+    # (1118) and 0.0003 (1897); 6 residual blocks (1390) and 8 blocks (2106). A warm start
+    # from the shipped model enters it after its last event. The lineage added the ownership
+    # and score heads (955) and the liberty and ko planes (1778) late; the preset has them
+    # from the start: from zero on the GPU call's recipe, at 1.74M positions, the net with
+    # both won 33/40 against GNU Go level 10 at 400 simulations and the planes alone 30/40,
+    # where two earlier runs of the same command without either won 18/40 and 20/40; the net
+    # with both beat the planes alone 105-55 (docs/RESULTS.md, thirty-fourth session).
     "9x9": Config(board_size=9, gumbel_considered=8, simulations=16, dirichlet_alpha=0.15,
-                  temperature_moves=10, eval_games_random=16, random_every=10, eval_simulations=48,
+                  aux_heads=True, extra_features=True, temperature_moves=10,
+                  eval_games_random=16, random_every=10, eval_simulations=48,
                   gnugo_every=10, gnugo_level=0, gnugo_games=20, previous_games=20,
                   learning_rates=((0, 0.02),),
                   schedule=((1_740_000, "learning_rate", 0.005),
                             (3_240_000, "learning_rate", 0.0015),
-                            (4_010_000, "aux_heads", True),
                             (4_700_000, "learning_rate", 0.0006),
                             (4_700_000, "simulations", 32),
                             (5_840_000, "blocks", 6),
-                            (7_470_000, "extra_features", True),
                             (7_970_000, "learning_rate", 0.0003),
                             (8_850_000, "blocks", 8))),
     # The original system's settings: 7x7, 5 layers of 128 filters, 800 simulations,
