@@ -91,6 +91,29 @@ def test_a_warm_start_enters_the_schedule_where_its_net_is_as_grown():
     assert PRESETS["tiny"].schedule_start(shipped) == 0
 
 
+def test_the_model_cards_lineage_command_is_the_preset_with_the_heads_and_planes_added_late():
+    """models/README.md's command that retraces the lineage: the preset's net without the
+    heads and planes at first, the preset's other events unchanged, and at its end the shipped
+    net's shape (less the komi plane, which the tenth version added by a warm start)."""
+    import re
+    import shlex
+    from training.nets import SHIPPED_MODEL, read_config
+    card = (ROOT / "models" / "README.md").read_text()
+    command = re.search(r"\./run\.sh --run repro (.*?)\n\n", card, re.S).group(1)
+    lineage, _ = Config.from_args(["--preset", "9x9", *shlex.split(command.replace("\\\n", " "))])
+    preset = PRESETS["9x9"]
+    start = lineage.scheduled(0)
+    assert (start.blocks, start.aux_heads, start.extra_features) == (3, False, False)
+    assert set(lineage.schedule) - set(preset.schedule) == {
+        (4_010_000, "aux_heads", True), (7_470_000, "extra_features", True)}
+    assert set(preset.schedule) <= set(lineage.schedule)
+    shipped, _ = read_config(SHIPPED_MODEL)
+    for config in (lineage.scheduled(lineage.schedule[-1][0]),
+                   preset.scheduled(preset.schedule[-1][0])):
+        assert ((config.blocks, config.filters, config.aux_heads, config.extra_features)
+                == (shipped.blocks, shipped.filters, shipped.aux_heads, shipped.extra_features))
+
+
 def test_the_shipped_model_enters_the_9x9_schedule_where_it_stands_through_bp_tree(tmp_path):
     """`./run.sh --run R --init-from models/9x9.npz`: the run takes the model's shape (8
     blocks, the heads, the liberty, ko and komi planes) and enters the schedule at the
