@@ -226,6 +226,22 @@ def test_a_checkpoint_that_is_not_an_npz_of_numbers_is_passed_over(tmp_path, mak
     assert run.checkpoint_path(2).exists()
 
 
+def test_a_missing_checkpoint_names_the_kept_ones_as_spans(tmp_path):
+    """A run keeps hundreds of checkpoints; the refusal lists them as spans in one line."""
+    run = RunDirectory(tmp_path / "run", log=lambda message: None)
+    kept = [1, 2, 3, 7, 9, 10] + list(range(100, 500))
+    for iteration in kept:
+        run.save_checkpoint(iteration, {"w": np.ones(3, np.float32)}, counters(iteration),
+                            net=TINY, keep=len(kept))
+    with pytest.raises(CheckpointError) as raised:
+        run.load_latest_checkpoint(iteration=5)
+    assert str(raised.value).endswith("has no checkpoint of iteration 5 "
+                                      "(it has 1-3, 7, 9-10, 100-499)")
+    empty = RunDirectory(tmp_path / "empty", log=lambda message: None)
+    with pytest.raises(CheckpointError, match=r"\(it has none\)$"):
+        empty.load_latest_checkpoint(iteration=1)
+
+
 # A damaged metrics line is moved aside exactly as it was.
 
 def record_line(iteration: int) -> bytes:

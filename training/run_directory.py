@@ -144,6 +144,18 @@ class CheckpointError(Exception):
     pass
 
 
+def iteration_spans(iterations: list[int]) -> str:
+    """Sorted iterations as runs of consecutive ones, "142-541" or "3, 5-7", or "none": a run
+    keeps hundreds of checkpoints, and an error that lists them must stay a readable line."""
+    spans: list[list[int]] = []
+    for iteration in iterations:
+        if spans and iteration == spans[-1][1] + 1:
+            spans[-1][1] = iteration
+        else:
+            spans.append([iteration, iteration])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans) or "none"
+
+
 class RunLocked(Exception):
     """Another trainer owns the run directory; the message names its PID."""
 
@@ -345,7 +357,7 @@ class RunDirectory:
         if iteration is not None:
             if iteration not in candidates:
                 raise CheckpointError(f"{self.path} has no checkpoint of iteration {iteration} "
-                                      f"(it has {candidates or 'none'})")
+                                      f"(it has {iteration_spans(candidates)})")
             candidates = [iteration]
         for candidate in reversed(candidates):
             path = self.checkpoint_path(candidate)
