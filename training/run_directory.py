@@ -144,16 +144,18 @@ class CheckpointError(Exception):
     pass
 
 
-def iteration_spans(iterations: list[int]) -> str:
-    """Sorted iterations as runs of consecutive ones, "142-541" or "3, 5-7", or "none": a run
-    keeps hundreds of checkpoints, and an error that lists them must stay a readable line."""
+def no_checkpoint_message(run: Path, iteration: int, kept: list[int]) -> str:
+    """The one-line refusal of a checkpoint `run` does not have, naming the sorted iterations
+    it keeps as runs of consecutive ones ("142-541", "3, 5-7" or "none"): a run keeps
+    hundreds of checkpoints, and the line must stay readable."""
     spans: list[list[int]] = []
-    for iteration in iterations:
-        if spans and iteration == spans[-1][1] + 1:
-            spans[-1][1] = iteration
+    for kept_iteration in kept:
+        if spans and kept_iteration == spans[-1][1] + 1:
+            spans[-1][1] = kept_iteration
         else:
-            spans.append([iteration, iteration])
-    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans) or "none"
+            spans.append([kept_iteration, kept_iteration])
+    listed = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans) or "none"
+    return f"{run} has no checkpoint of iteration {iteration} (it has {listed})"
 
 
 class RunLocked(Exception):
@@ -356,8 +358,7 @@ class RunDirectory:
         candidates = self.checkpoint_iterations()
         if iteration is not None:
             if iteration not in candidates:
-                raise CheckpointError(f"{self.path} has no checkpoint of iteration {iteration} "
-                                      f"(it has {iteration_spans(candidates)})")
+                raise CheckpointError(no_checkpoint_message(self.path, iteration, candidates))
             candidates = [iteration]
         for candidate in reversed(candidates):
             path = self.checkpoint_path(candidate)

@@ -29,7 +29,7 @@ from training.config import Config
 from training.nets import (MODEL_PREFIX, NetOpenError, checkpoint_file, grown_as, is_model_file,
                            read_config, schedule_position)
 from training.net_shape import checkpoint_shape
-from training.run_directory import CheckpointError, RunDirectory, iteration_spans
+from training.run_directory import CheckpointError, RunDirectory, no_checkpoint_message
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,7 @@ def average_checkpoints(run: str | os.PathLike, count: int, *, checkpoint: int |
     available = directory.checkpoint_iterations()
     if checkpoint is not None:
         if checkpoint not in available:
-            raise NetOpenError(f"{path} has no checkpoint of iteration {checkpoint} "
-                               f"(it has {iteration_spans(available)})")
+            raise NetOpenError(no_checkpoint_message(path, checkpoint, available))
         available = [iteration for iteration in available if iteration <= checkpoint]
     sums: dict[str, np.ndarray] = {}
     dtypes: dict[str, np.dtype] = {}
