@@ -7,10 +7,10 @@ the CPU features that make it pay, and how closely it answers as float32 does.
 
 Quantization is static: per-channel int8 weights, uint8 activations whose ranges (MinMax) come
 from `calibration`, planes of positions the net itself played (training/inference_choice.py).
-Only the search's graph is quantized: on a CPU with VNNI every layer, otherwise only the
-residual tower, with its global pooling layer where the net has one (`float32_layers`: no
-gate has been measured for such a net yet; the gate at load judges each); the side graphs
-(score, ownership) stay float32.
+Only the search's graph is quantized: on a CPU with VNNI every layer but the value head's
+two dense layers, otherwise only the residual tower, with its global pooling layer where the
+net has one (`float32_layers`: no gate has been measured for such a net yet; the gate at load
+judges each); the side graphs (score, ownership) stay float32.
 
 The gate by agreement (the match against float32, benchmarks/bench_quantized.py --match, is
 the third condition, measured per model and recorded in benchmarks/README.md): the Gumbel-
@@ -42,7 +42,7 @@ CALIBRATION_BATCH = 64
 # tests/data, on a CPU with VNNI).
 QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Relu"]
 # Layers kept in float32 without VNNI (their Conv or Gemm; the names of
-# architectures/array_net.py); with VNNI every layer is int8 (`float32_layers`). The
+# architectures/array_net.py); with VNNI only VALUE_DENSE (`float32_layers`). The
 # stem reads the planes: 0/1 planes at the top of one uint8 range, beside the komi plane, a
 # real number that range rounds. Without VNNI, ONNX Runtime sums uint8 x int8 products in
 # pairs into int16 (AVX2's vpmaddubsw), and the stem's large inputs saturated those sums; the
@@ -59,6 +59,15 @@ QUANTIZED_OPS = ["Conv", "Gemm", "MatMul", "Add", "Relu"]
 # against 2.3x and 1.9x with these kept.
 FLOAT32_LAYERS = frozenset({"stem_conv", "policy_conv", "policy_logits", "value_conv",
                             "value_hidden", "value"})
+# The value head's dense layers, kept in float32 with VNNI too. Their last output is the value
+# before its Tanh, one number whose uint8 range spans the whole game: a step of that range
+# moves the value most where it is near 0, in the positions still in doubt. With them in
+# int8, the loop's graph of the from-zero net models/9x9_cpu_zero.npz read a value error of
+# 0.052-0.057 at komi 5 on tests/data (the positions nearest an even game there), over the
+# gate's 0.05, and 0.026-0.030 over all komis; kept, 0.039-0.049 and 0.018-0.019, at a speed
+# that paired timings could not tell apart (benchmarks/README.md, 2026-12-07). The whole value
+# head, its 1x1 convolution too, gained little more and cost 3-7%.
+VALUE_DENSE = frozenset({"value_hidden", "value"})
 # CPU features (Linux /proc/cpuinfo names) under which int8 matrix products run natively.
 VNNI_FLAGS = {"avx512_vnni": "AVX-512 VNNI", "avx_vnni": "AVX-VNNI"}
 
@@ -81,9 +90,9 @@ def vnni_name(flags: frozenset[str]) -> str | None:
 
 
 def float32_layers(flags: frozenset[str]) -> frozenset[str]:
-    """The layers a CPU with these flags keeps in float32: none with VNNI, else
+    """The layers a CPU with these flags keeps in float32: VALUE_DENSE with VNNI, else
     FLOAT32_LAYERS (its uint8 x int8 pair sums would saturate on the stem's inputs)."""
-    return frozenset() if vnni_name(flags) else FLOAT32_LAYERS
+    return VALUE_DENSE if vnni_name(flags) else FLOAT32_LAYERS
 
 
 def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_planes: int,

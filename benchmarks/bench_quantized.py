@@ -3,8 +3,8 @@
 The int8 net is the one `--inference int8` plays on this CPU, from the int8 cache or made
 as a front end makes it (training/inference_choice.py: static quantization, ONNX Runtime's
 QDQ format, per-channel int8 weights, uint8 activations with MinMax ranges from the net's own
-play over the komis its training drew, every layer in int8 on a CPU with VNNI, else the stem
-and the heads in float32; architectures/quantized.py). Positions of the model's own search
+play over the komis its training drew, every layer in int8 on a CPU with VNNI but the value
+head's dense layers, else the stem and the heads in float32; architectures/quantized.py). Positions of the model's own search
 self-play (float32 ONNX Runtime, its own search settings, komis and handicaps), none of
 them calibrated on, measure it. Each back end is timed side by side at each batch (median
 of repeats, alternating), and compared with float32 on the same positions:
@@ -14,13 +14,14 @@ of repeats, alternating), and compared with float32 on the same positions:
     prob_lost   float32's probability of its best move minus that of the quantized best move
     value_mae   the mean absolute difference of the value (in [-1, 1])
 
-Back ends: `ort_fp32` (what self-play runs), `ort_int8` (the QDQ model in ONNX Runtime), and
-when the `openvino` package is installed `ov_fp32` and `ov_int8` (the same two models
+Back ends: `ort_fp32` (what self-play runs), `ort_int8` (the QDQ model in ONNX Runtime),
+`ort_int8_also` with `--also-kept LAYERS` (the same calibration, those layers in float32
+instead of this CPU's: the paired measurement behind a recipe), and when the `openvino` package is installed `ov_fp32` and `ov_int8` (the same two models
 compiled by OpenVINO) and `ov_bf16` where the CPU reports BF16. The CPU's instruction sets
 that matter (AVX-512, VNNI, BF16) are printed first: they differ between machines.
 
     .venv/bin/python benchmarks/bench_quantized.py [--model models/9x9.npz] [--positions 3000]
-        [--match GAMES --match-simulations SIMS]
+        [--match GAMES --match-simulations SIMS] [--also-kept none|LAYER,LAYER...]
 
 `--match` then plays the int8 net (ONNX Runtime) against the float32 one, each searching SIMS
 simulations a move, colours alternating over random two-move openings (games/match_runner.py), and
@@ -43,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
-from architectures.quantized import agreement, cpu_flags  # noqa: E402
+from architectures.quantized import agreement, cpu_flags, quantized_graph  # noqa: E402
 from games.selfplay import SelfPlay  # noqa: E402
 from kernels.go_batch import with_komi_plane  # noqa: E402
 from training.inference_choice import choose_inference  # noqa: E402
@@ -105,6 +106,19 @@ def store_positions(path: Path, positions: np.ndarray, komi_input: bool) -> None
     print(f"{len(positions)} positions written to {path}")
 
 
+def also_kept(text: str, weights: dict, parser) -> frozenset[str]:
+    """--also-kept's layers: `none`, or names of the net's convolution and dense layers."""
+    if text == "none":
+        return frozenset()
+    layers = {name.split(".")[0] for name in weights if name.endswith(".kernel")}
+    kept = frozenset(part.strip() for part in text.split(","))
+    unknown = sorted(kept - layers)
+    if unknown:
+        parser.error(f"--also-kept: no layer {', '.join(unknown)} in this net (its layers: "
+                     f"{', '.join(sorted(layers))})")
+    return kept
+
+
 def rate(net, planes, seconds: float) -> float:
     net(planes)
     calls, start = 0, time.perf_counter()
@@ -127,11 +141,16 @@ def main() -> None:
     parser.add_argument("--match-simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])
+    parser.add_argument("--also-kept", default=None, metavar="LAYERS",
+                        help="also time and score the int8 graph with these layers in float32 "
+                             "(comma-separated layer names, or none: every layer in int8) "
+                             "beside this CPU's recipe, on the same calibration")
     args = parser.parse_args()
 
     import onnx
     config, weights, opened = read_named_weights(args.model)
     path = opened.path
+    kept = None if args.also_kept is None else also_kept(args.also_kept, weights, parser)
     proto = onnx_graph(weights, config.board_size, config.input_planes, path.stem)
     print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {describe_cpu()}")
     with tempfile.TemporaryDirectory() as folder:
@@ -149,6 +168,12 @@ def main() -> None:
               f"plays here ({choice.describe()}; {time.perf_counter() - started:.1f} s)")
         nets = {"ort_fp32": fp32,
                 "ort_int8": session_evaluator(onnxruntime_session(choice.int8_graph))}
+        if kept is not None:
+            graph = quantized_graph(weights, config.board_size, config.input_planes,
+                                    path.stem, choice.calibration, kept=kept)
+            print(f"ort_int8_also: in float32 {', '.join(sorted(kept)) or 'none'}")
+            nets["ort_int8_also"] = session_evaluator(
+                onnxruntime_session(graph.SerializeToString()))
         nets.update(openvino_nets(paths))
         scores = {name: agreement(fp32, net, positions) for name, net in nets.items()}
         for name, score in scores.items():
