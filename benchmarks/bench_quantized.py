@@ -4,10 +4,11 @@ The int8 net is the one `--inference int8` plays on this CPU, from the int8 cach
 as a front end makes it (training/inference_choice.py: static quantization, ONNX Runtime's
 QDQ format, per-channel int8 weights, uint8 activations with MinMax ranges from the net's own
 play over the komis its training drew, every layer in int8 on a CPU with VNNI but the value
-head's dense layers, else the stem and the heads in float32; architectures/quantized.py). Positions of the model's own search
-self-play (float32 ONNX Runtime, its own search settings, komis and handicaps), none of
-them calibrated on, measure it. Each back end is timed side by side at each batch (median
-of repeats, alternating), and compared with float32 on the same positions:
+head's dense layers, else the stem and the heads in float32; architectures/quantized.py).
+Positions of the model's own search self-play (float32 ONNX Runtime, its own search
+settings, komis and handicaps), none of them calibrated on, measure it. Each back end is
+timed side by side at each batch (median of repeats, alternating), and compared with float32
+on the same positions:
 
     top1        the share of positions whose most likely move is float32's
     top1_clear  the same where float32's two best moves are 0.1 or more apart
@@ -16,9 +17,10 @@ of repeats, alternating), and compared with float32 on the same positions:
 
 Back ends: `ort_fp32` (what self-play runs), `ort_int8` (the QDQ model in ONNX Runtime),
 `ort_int8_also` with `--also-kept LAYERS` (the same calibration, those layers in float32
-instead of this CPU's: the paired measurement behind a recipe), and when the `openvino` package is installed `ov_fp32` and `ov_int8` (the same two models
-compiled by OpenVINO) and `ov_bf16` where the CPU reports BF16. The CPU's instruction sets
-that matter (AVX-512, VNNI, BF16) are printed first: they differ between machines.
+instead of this CPU's: the paired measurement behind a recipe), and when the `openvino`
+package is installed `ov_fp32` and `ov_int8` (the same two models compiled by OpenVINO)
+and `ov_bf16` where the CPU reports BF16. The CPU's instruction sets that matter (AVX-512,
+VNNI, BF16) are printed first: they differ between machines.
 
     .venv/bin/python benchmarks/bench_quantized.py [--model models/9x9.npz] [--positions 3000]
         [--match GAMES --match-simulations SIMS] [--also-kept none|LAYER,LAYER...]

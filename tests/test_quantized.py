@@ -49,10 +49,8 @@ def test_stored_positions_are_the_shipped_nets_input():
 
 STEM_AND_HEADS = {"stem_conv", "policy_conv", "policy_logits", "value_conv", "value_hidden",
                   "value"}
-TOWER = {f"block{block}_conv{conv}" for block in range(8) for conv in (1, 2)}
-
-
 VALUE_DENSE = {"value_hidden", "value"}
+TOWER = {f"block{block}_conv{conv}" for block in range(8) for conv in (1, 2)}
 
 
 def test_each_cpu_keeps_the_layers_its_sums_allow_in_float32():
