@@ -62,11 +62,12 @@ FLOAT32_LAYERS = frozenset({"stem_conv", "policy_conv", "policy_logits", "value_
 # The value head's dense layers, kept in float32 with VNNI too. Their last output is the value
 # before its Tanh, one number whose uint8 range spans the whole game: a step of that range
 # moves the value most where it is near 0, in the positions still in doubt. With them in
-# int8, the loop's graph of the from-zero net models/9x9_cpu_zero.npz read a value error of
-# 0.052-0.057 at komi 5 on tests/data (the positions nearest an even game there), over the
-# gate's 0.05, and 0.026-0.030 over all komis; kept, 0.039-0.049 and 0.018-0.019, at a speed
-# that paired timings could not tell apart (benchmarks/README.md, 2026-12-07). The whole value
-# head, its 1x1 convolution too, gained little more and cost 3-7%.
+# int8, the loop's graph of a net from zero (models/9x9_cpu_zero.npz at c8433d2) read a
+# value error of 0.052-0.057 at komi 5 on tests/data (the positions nearest an even game
+# there), over the gate's 0.05, and 0.026-0.030 over all komis; kept, 0.039-0.049 and
+# 0.018-0.019, at a speed that paired timings could not tell apart (benchmarks/README.md,
+# 2026-12-07). The whole value head, its 1x1 convolution too, gained little more and cost
+# 3-7%.
 VALUE_DENSE = frozenset({"value_hidden", "value"})
 # CPU features (Linux /proc/cpuinfo names) under which int8 matrix products run natively.
 VNNI_FLAGS = {"avx512_vnni": "AVX-512 VNNI", "avx_vnni": "AVX-VNNI"}
