@@ -96,6 +96,18 @@ def float32_layers(flags: frozenset[str]) -> frozenset[str]:
     return VALUE_DENSE if vnni_name(flags) else FLOAT32_LAYERS
 
 
+def layer_of(node) -> str | None:
+    """The layer (architectures/array_net.py's name) whose weights an ONNX Conv or Gemm node
+    of `onnx_graph` multiplies by; None for other nodes. A node is known by its weights' layer
+    because quant_pre_process renames folded weights."""
+    return node.input[1].split(".")[0] if node.op_type in ("Conv", "Gemm") else None
+
+
+def search_layers(graph) -> frozenset[str]:
+    """The layers of a search graph that `quantized_graph` can keep in float32."""
+    return frozenset(filter(None, map(layer_of, graph.graph.node)))
+
+
 def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_planes: int,
                     name: str, calibration: np.ndarray, kept: frozenset[str] | None = None):
     """The search graph's (policy, value) static int8 QDQ model, its activation ranges from
@@ -122,9 +134,7 @@ def quantized_graph(weights: dict[str, np.ndarray], board_size: int, input_plane
     if kept is None:
         kept = float32_layers(cpu_flags())
     graph = onnx_graph(weights, board_size, input_planes, name)
-    # A node is known by its weights' layer here: quant_pre_process renames folded weights.
-    excluded = [node.name for node in graph.graph.node if node.op_type in ("Conv", "Gemm")
-                and node.input[1].split(".")[0] in kept]
+    excluded = [node.name for node in graph.graph.node if layer_of(node) in kept]
     with tempfile.TemporaryDirectory(prefix="int8-") as folder:
         source, prepared, target = (Path(folder) / f"{stem}.onnx"
                                     for stem in ("float32", "prepared", "int8"))

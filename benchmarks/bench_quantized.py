@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 
 from architectures.onnx_export import (onnx_graph, onnxruntime_session,  # noqa: E402
                                        session_evaluator)
-from architectures.quantized import agreement, cpu_flags, quantized_graph  # noqa: E402
+from architectures.quantized import (agreement, cpu_flags, quantized_graph,  # noqa: E402
+                                     search_layers)
 from games.selfplay import SelfPlay  # noqa: E402
 from kernels.go_batch import with_komi_plane  # noqa: E402
 from training.inference_choice import choose_inference  # noqa: E402
@@ -108,16 +109,17 @@ def store_positions(path: Path, positions: np.ndarray, komi_input: bool) -> None
     print(f"{len(positions)} positions written to {path}")
 
 
-def also_kept(text: str, weights: dict, parser) -> frozenset[str]:
-    """--also-kept's layers: `none`, or names of the net's convolution and dense layers."""
+def also_kept(text: str, proto, parser) -> frozenset[str]:
+    """--also-kept's layers: `none`, or names of the search graph's convolution and dense
+    layers (the score and ownership heads are not in it)."""
     if text == "none":
         return frozenset()
-    layers = {name.split(".")[0] for name in weights if name.endswith(".kernel")}
+    layers = search_layers(proto)
     kept = frozenset(part.strip() for part in text.split(","))
     unknown = sorted(kept - layers)
     if unknown:
-        parser.error(f"--also-kept: no layer {', '.join(unknown)} in this net (its layers: "
-                     f"{', '.join(sorted(layers))})")
+        parser.error(f"--also-kept: no layer {', '.join(unknown)} in this net's search graph "
+                     f"(its layers: {', '.join(sorted(layers))})")
     return kept
 
 
@@ -152,8 +154,8 @@ def main() -> None:
     import onnx
     config, weights, opened = read_named_weights(args.model)
     path = opened.path
-    kept = None if args.also_kept is None else also_kept(args.also_kept, weights, parser)
     proto = onnx_graph(weights, config.board_size, config.input_planes, path.stem)
+    kept = None if args.also_kept is None else also_kept(args.also_kept, proto, parser)
     print(f"model {path.name}: {config.blocks}x{config.filters}; CPU: {describe_cpu()}")
     with tempfile.TemporaryDirectory() as folder:
         paths = {"fp32": Path(folder) / "fp32.onnx", "int8": Path(folder) / "int8.onnx"}
