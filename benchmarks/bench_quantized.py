@@ -95,6 +95,18 @@ def openvino_nets(paths: dict[str, Path]) -> dict:
     return nets
 
 
+# --store keeps one position in STORE_SPREAD of the self-play it plays, evenly spaced: the
+# first games to finish are the shortest few (640 positions were 9 games, all near komi 7.5),
+# and the tests calibrate on the first 256 stored positions and judge on the rest, so both
+# parts must span many games and the komis they drew.
+STORE_SPREAD = 12
+
+
+def spread(positions: np.ndarray, count: int) -> np.ndarray:
+    """`count` of `positions`, evenly spaced, in their order."""
+    return positions[np.linspace(0, len(positions) - 1, min(count, len(positions))).astype(int)]
+
+
 def store_positions(path: Path, positions: np.ndarray, komi_input: bool) -> None:
     """The positions as 0/1 uint8 planes (and the komi plane's value apart), compressed."""
     stones = positions[..., :-1] if komi_input else positions
@@ -141,7 +153,8 @@ def main() -> None:
     parser.add_argument("--store", default=None, metavar="FILE",
                         help="only write --positions self-play positions to FILE (.npz, 0/1 "
                              "planes as uint8 and each one's komi plane value), then stop: the "
-                             "test suite's stored positions (tests/data/)")
+                             f"test suite's stored positions (tests/data/), one in {STORE_SPREAD} "
+                             "of the positions of every game that finished meanwhile")
     parser.add_argument("--match-simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])
@@ -161,10 +174,11 @@ def main() -> None:
         paths = {"fp32": Path(folder) / "fp32.onnx", "int8": Path(folder) / "int8.onnx"}
         onnx.save(proto, paths["fp32"])
         fp32 = session_evaluator(onnxruntime_session(proto))
-        positions = selfplay_positions(config, fp32, args.positions)
         if args.store:
-            store_positions(Path(args.store), positions, config.komi_input)
+            played = selfplay_positions(config, fp32, args.positions * STORE_SPREAD)
+            store_positions(Path(args.store), spread(played, args.positions), config.komi_input)
             return
+        positions = selfplay_positions(config, fp32, args.positions)
         started = time.perf_counter()
         choice = choose_inference("int8", weights, config, batch_size=None, log=print)
         paths["int8"].write_bytes(choice.int8_graph)

@@ -37,8 +37,9 @@
 # call's cores but its first two, at a lower priority): `evaluate.py --follow --average-last`
 # plays the mean of the run's newest GPU_AVERAGE checkpoints (fewer at a run's start: the net
 # model_averaged.npz would hold then, below) against GPU_MATCH (gnugo:10; any evaluate.py
-# player, such as model:models/9x9.npz for a net grown from the shipped one; empty: none) in
-# GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed
+# player, such as model:models/9x9.npz for a net grown from the shipped one, or
+# model:models/9x9_tenth.npz, the net shipped before it, which a GPU-trained net is to beat
+# 65% (models/README.md); empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed
 # GPU_MATCH_SEED (61: other openings than the CPU checks' 50, 51 and 0), then again with the
 # mean up to the checkpoint newest then, and so on. Its lines come back in matches.log, one
 # JSON line per match; a match still playing when the call must end is dropped. GNU Go is
