@@ -95,10 +95,10 @@ def openvino_nets(paths: dict[str, Path]) -> dict:
     return nets
 
 
-# --store keeps one position in STORE_SPREAD of the self-play it plays, evenly spaced: the
-# first games to finish are the shortest few (640 positions were 9 games, all near komi 7.5),
-# and the tests calibrate on the first 256 stored positions and judge on the rest, so both
-# parts must span many games and the komis they drew.
+# --store plays STORE_SPREAD times the positions it keeps (in whole games, so a little more)
+# and keeps that many, evenly spaced: the first games to finish are a few short ones (640
+# positions were 9 games at komis 5-10), and the tests calibrate on the first 256 stored
+# positions and judge on the rest, so each part must hold many games and komis.
 STORE_SPREAD = 12
 
 
@@ -153,8 +153,8 @@ def main() -> None:
     parser.add_argument("--store", default=None, metavar="FILE",
                         help="only write --positions self-play positions to FILE (.npz, 0/1 "
                              "planes as uint8 and each one's komi plane value), then stop: the "
-                             f"test suite's stored positions (tests/data/), one in {STORE_SPREAD} "
-                             "of the positions of every game that finished meanwhile")
+                             f"test suite's stored positions (tests/data/), evenly spaced over "
+                             f"{STORE_SPREAD} times as many positions of finished games")
     parser.add_argument("--match-simulations", type=int, default=100)
     parser.add_argument("--batches", default="16,64,128",
                         type=lambda text: [int(part) for part in text.split(",")])

@@ -39,9 +39,9 @@
 # model_averaged.npz would hold then, below) against GPU_MATCH (gnugo:10; any evaluate.py
 # player, such as model:models/9x9.npz for a net grown from the shipped one, or
 # model:models/9x9_tenth.npz, the net shipped before it, which a GPU-trained net is to beat
-# 65% (models/README.md); empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400) simulations a move, float32, seed
-# GPU_MATCH_SEED (61: other openings than the CPU checks' 50, 51 and 0), then again with the
-# mean up to the checkpoint newest then, and so on. Its lines come back in matches.log, one
+# 65% (models/README.md); empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400)
+# simulations a move, float32, seed GPU_MATCH_SEED (61: other openings than the CPU checks'
+# 50, 51 and 0), then again with the mean up to the checkpoint newest then, and so on. Its lines come back in matches.log, one
 # JSON line per match; a match still playing when the call must end is dropped. GNU Go is
 # the carried Debian package, unpacked in /tmp/gnugo_root (its binary run through a wrapper
 # that puts the carried readline on the library path); without it there are no GNU Go

@@ -556,8 +556,9 @@ PRESETS = {
     # cap randomization 96/24) lost 7-33 to it at 0.55. Dirichlet alpha ~ 10 / legal moves
     # (used by PUCT runs of this preset); matches at 48 simulations of PUCT, GNU Go every 10
     # iterations climbing from level 0.
-    # Its schedule is the shipped net's lineage to its ninth version (docs/LINEAGE.md; the
-    # tenth adds the komi plane by a warm start, models/README.md), each step where that chain
+    # Its schedule is the first lineage of the shipped net to its ninth version
+    # (docs/LINEAGE.md; the tenth added the komi plane by a warm start; the eleventh, shipped
+    # now, is this preset from zero, models/README.md), each step where that chain
     # of warm starts took it, at about 4,200 self-play positions per iteration: the rate from
     # 0.02 to 0.005 (iteration 414 of the lineage), 0.0015 (772), 0.0006 with 32 simulations
     # (1118) and 0.0003 (1897); 6 residual blocks (1390) and 8 blocks (2106). A warm start
