@@ -41,11 +41,11 @@
 # model:models/9x9_tenth.npz, the net shipped before it, which a GPU-trained net is to beat
 # 65% (models/README.md); empty: none) in GPU_MATCH_GAMES (40) games at GPU_MATCH_SIMS (400)
 # simulations a move, float32, seed GPU_MATCH_SEED (61: other openings than the CPU checks'
-# 50, 51 and 0), then again with the mean up to the checkpoint newest then, and so on. Its lines come back in matches.log, one
-# JSON line per match; a match still playing when the call must end is dropped. GNU Go is
-# the carried Debian package, unpacked in /tmp/gnugo_root (its binary run through a wrapper
-# that puts the carried readline on the library path); without it there are no GNU Go
-# matches, and the loop trains alone.
+# 50, 51 and 0), then again with the mean up to the checkpoint newest then, and so on. Its
+# lines come back in matches.log, one JSON line per match; a match still playing when the
+# call must end is dropped. GNU Go is the carried Debian package, unpacked in
+# /tmp/gnugo_root (its binary run through a wrapper that puts the carried readline on the
+# library path); without it there are no GNU Go matches, and the loop trains alone.
 #
 #   benchmarks/gpu_train.sh rehearse run|more MINUTES [arguments]
 #       here, on this machine's CPU, before device time is spent on it: the same call with
